@@ -1,0 +1,110 @@
+"""The environment protocol every benchmark adapter implements.
+
+An ``Environment`` is a loaded benchmark (catalog, game set, engine handle): expensive to build,
+shared by every episode, safe to keep for a whole run. An ``Episode`` is one live interaction with
+it. Text in, text out; for a given ``(split, task_id, seed)`` an episode is fully deterministic,
+and two episodes that reach the same state produce the same ``state_key`` (SPEC section 1: the
+current observation text alone, no prompt, no history).
+
+Rewards here are the benchmark's raw rewards (WebShop: the score in [0, 1] at purchase; ALFWorld:
+1.0 when won). The training reward of SPEC section 6 is made by the rollout, not here.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from gagpo_cli import plugins
+
+
+@dataclass(frozen=True)
+class Reset:
+    """What an episode shows at its start."""
+
+    observation: str
+    admissible_actions: tuple[str, ...]
+    task_type: str
+    state_key: str
+    goal: str  # the task in words (WebShop instruction, ALFWorld "Your task is to: ...")
+    task_id: int = 0
+
+
+@dataclass(frozen=True)
+class Step:
+    """The result of one action.
+
+    ``valid`` is False when the action was not understood or not possible (a no-op); the episode
+    goes on. ``crashed`` is True only when the engine itself failed; such a step is also ``done``.
+    """
+
+    observation: str
+    reward: float
+    done: bool
+    won: bool
+    score: float
+    valid: bool
+    admissible_actions: tuple[str, ...]
+    state_key: str
+    crashed: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Episode(ABC):
+    """One live interaction. ``reset`` must be called before ``step``."""
+
+    @abstractmethod
+    def reset(self, split: str, task_id: int, seed: int = 0) -> Reset:
+        """Start task ``task_id`` of ``split``; deterministic for the same arguments."""
+
+    @abstractmethod
+    def step(self, action: str) -> Step:
+        """Apply one action text (any string: malformed or huge input is an invalid no-op)."""
+
+    @abstractmethod
+    def expert_action(self) -> str:
+        """An action of an oracle policy from the current state (for tests, demos, baselines)."""
+
+    def close(self) -> None:
+        """Release engine resources; a no-op for in-process engines."""
+
+
+class Environment(ABC):
+    """A loaded benchmark. Subclasses are what the ``gagpo.environments`` entry points name.
+
+    Constructed with keyword options only (``Environment(**options)``); an unknown option raises
+    ``ValueError`` naming the valid ones. A missing or malformed data source raises
+    ``FileNotFoundError`` or ``ValueError`` naming the file it expected.
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    max_steps: ClassVar[int]
+    task_types: ClassVar[tuple[str, ...]]
+    splits: ClassVar[tuple[str, ...]]
+
+    @abstractmethod
+    def num_tasks(self, split: str) -> int:
+        """Number of task instances in ``split``; task ids are ``0 .. num_tasks - 1``."""
+
+    @abstractmethod
+    def new_episode(self) -> Episode:
+        """A fresh episode bound to this environment."""
+
+    def close(self) -> None:
+        """Release shared resources (worker processes, engine handles)."""
+
+
+def get_environment(name: str, **options: Any) -> Environment:
+    """Build the registered environment ``name`` with ``options``.
+
+    Raises ``ValueError`` listing the valid names when ``name`` is unknown.
+    """
+    cls = plugins.load(plugins.ENVIRONMENTS, name)
+    return cls(**options)
+
+
+def available_environments() -> list[str]:
+    """Sorted names of the registered environments (imports none of them)."""
+    return plugins.plugin_names(plugins.ENVIRONMENTS)
