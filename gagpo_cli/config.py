@@ -1,0 +1,259 @@
+"""Typed experiment configuration: YAML files, command-line overrides, the resolved config of a run.
+
+Defaults are the paper's settings (SPEC section 6). A file or override may set any field by its
+dotted path (``optim.lr``); an unknown or mistyped key, or a value of the wrong type, is a
+``UsageError`` naming the key and where it came from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gagpo_cli.atomic import atomic_write_text
+from gagpo_cli.errors import UsageError
+
+EXPERIMENTS_DIR = Path(__file__).resolve().parent.parent / "experiments"
+
+
+@dataclass
+class ModelConfig:
+    """Which language model acts, and how it is trained."""
+
+    name: str = "smollm2-135m-instruct"  # built-in alias (pulled through pip), a hub id or a local path
+    lora: bool = True  # False: full fine-tuning with a frozen reference copy
+    lora_rank: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.0
+    lora_targets: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+    dtype: str = "auto"  # auto (bf16 autocast where supported) | float32 | bfloat16
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+
+
+@dataclass
+class EnvConfig:
+    """The environment, its options and the interaction budget."""
+
+    name: str = "alfworld"
+    options: dict[str, Any] = field(default_factory=dict)  # passed to the environment's constructor
+    train_split: str = "train"
+    eval_split: str | None = None  # None: the environment's last split (valid_unseen, test)
+    max_steps: int | None = None  # None: the environment's budget (ALFWorld 50, WebShop 15)
+    history: int = 2  # (observation, action) pairs shown in the prompt
+    workers: int = 0  # 0: environments in-process; N: N worker processes
+
+
+@dataclass
+class EstimatorConfig:
+    """The advantage estimator and its options (SPEC section 7 option names)."""
+
+    name: str = "gagpo"
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RolloutConfig:
+    """One training batch: N task instances x K rollouts, sampled at a temperature."""
+
+    tasks_per_batch: int = 16
+    group_size: int = 8
+    temperature: float = 1.0
+    eval_temperature: float = 0.4
+    max_new_tokens: int = 512
+    success_reward: float = 10.0  # SPEC 6: 10 x success at the final step
+    invalid_penalty: float = 0.1  # SPEC 6: minus 0.1 on a malformed step
+
+
+@dataclass
+class OptimConfig:
+    """The policy update (SPEC 3 policy side, SPEC 6 defaults)."""
+
+    lr: float = 1e-6
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    dual_clip: float = 3.0  # token-level loss only
+    kl_coef: float = 0.01  # low-variance k3 estimator, in the loss
+    entropy_coef: float = 0.001
+    epochs: int = 1
+    token_budget: int = 8192  # tokens per packed micro-batch (gradient accumulation over micro-batches)
+    critic_lr: float = 1e-5
+    value_clip: float = 0.2
+
+
+@dataclass
+class TrainConfig:
+    """The loop: length, seed, evaluation and checkpoint cadence."""
+
+    iterations: int = 150
+    seed: int = 0
+    eval_every: int = 5  # 0: no periodic evaluation
+    eval_episodes: int = 128
+    save_every: int = 10
+
+
+@dataclass
+class LoggingConfig:
+    """Where records go."""
+
+    output_dir: str = "runs"
+    run_name: str | None = None  # None: <experiment name>-<estimator>-<env>-s<seed>
+    wandb: str = "disabled"  # disabled | offline | online
+    wandb_project: str = "gagpo"
+
+
+@dataclass
+class ExperimentConfig:
+    """A whole experiment; what a YAML file in ``experiments/`` describes."""
+
+    name: str = "default"
+    model: ModelConfig = field(default_factory=ModelConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
+    estimator: EstimatorConfig = field(default_factory=EstimatorConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict (YAML/JSON-safe)."""
+        return dataclasses.asdict(self)
+
+
+# ---------------------------------------------------------------------------- validation
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _coerce(value: Any, tp: Any, key: str, where: str) -> Any:
+    """Check ``value`` against the annotation ``tp``; ints are accepted where floats are expected."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(value, arg, key, where)
+            except UsageError as exc:
+                errors.append(exc)
+        raise errors[0]
+    if origin is list:
+        (item_tp,) = typing.get_args(tp)
+        if not isinstance(value, list):
+            raise UsageError(f"{where}: key '{key}' expects a list, got {value!r}")
+        return [_coerce(v, item_tp, f"{key}[{i}]", where) for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise UsageError(f"{where}: key '{key}' expects a mapping, got {value!r}")
+        return dict(value)
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if tp is float and isinstance(value, str):  # YAML 1.1 reads "1e-6" as a string
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    if tp is bool and not isinstance(value, bool):
+        raise UsageError(f"{where}: key '{key}' expects true/false, got {value!r}")
+    if tp is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise UsageError(f"{where}: key '{key}' expects an integer, got {value!r}")
+    if not isinstance(value, tp):
+        raise UsageError(f"{where}: key '{key}' expects {_type_name(tp)}, got {value!r}")
+    return value
+
+
+def _apply(obj: Any, data: dict[str, Any], where: str, prefix: str = "") -> None:
+    """Set the fields of dataclass ``obj`` from ``data``, recursing into nested sections."""
+    hints = typing.get_type_hints(type(obj))
+    names = [f.name for f in dataclasses.fields(obj)]
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if key not in names:
+            close = difflib.get_close_matches(str(key), names, n=1)
+            hint = f" (did you mean '{prefix}{close[0]}'?)" if close else ""
+            raise UsageError(f"{where}: unknown key '{dotted}'{hint}; valid keys: {', '.join(prefix + n for n in names)}")
+        current = getattr(obj, key)
+        if dataclasses.is_dataclass(current):
+            if not isinstance(value, dict):
+                raise UsageError(f"{where}: key '{dotted}' is a section and expects a mapping, got {value!r}")
+            _apply(current, value, where, prefix=f"{dotted}.")
+        else:
+            setattr(obj, key, _coerce(value, hints[key], dotted, where))
+
+
+def _nest(dotted: str, value: Any) -> dict[str, Any]:
+    out: dict[str, Any] = value
+    for part in reversed(dotted.split(".")):
+        out = {part: out}
+    return out
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``'optim.lr=1e-5'`` -> ``('optim.lr', 1e-05)``; the value is read as YAML."""
+    if "=" not in text:
+        raise UsageError(f"override '{text}' is not KEY=VALUE (example: optim.lr=1e-5)")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    if not key:
+        raise UsageError(f"override '{text}' has an empty key")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key, value
+
+
+def resolve_experiment_path(spec: str) -> Path:
+    """A path to a YAML file, or the name of one in ``experiments/`` (``quickstart``)."""
+    path = Path(spec)
+    if path.is_file():
+        return path
+    named = EXPERIMENTS_DIR / f"{spec}.yaml"
+    if named.is_file():
+        return named
+    known = sorted(p.stem for p in EXPERIMENTS_DIR.glob("*.yaml"))
+    close = difflib.get_close_matches(spec, known, n=1)
+    hint = f" Did you mean '{close[0]}'?" if close else ""
+    raise UsageError(f"experiment file '{spec}' not found.{hint} Built-in experiments: {', '.join(known)}")
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> ExperimentConfig:
+    """Defaults, then the YAML file at ``path`` (if any), then each ``KEY=VALUE`` override in order."""
+    cfg = ExperimentConfig()
+    if path is not None:
+        file = resolve_experiment_path(str(path))
+        try:
+            data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as exc:
+            raise UsageError(f"{file}: not valid YAML ({exc.__class__.__name__}: {str(exc).splitlines()[0]})") from None
+        if not isinstance(data, dict):
+            raise UsageError(f"{file}: expected a mapping of sections at the top level")
+        _apply(cfg, data, str(file))
+    for text in overrides:
+        key, value = parse_override(text)
+        _apply(cfg, _nest(key, value), f"override '{text}'")
+    return cfg
+
+
+def config_to_yaml(cfg: ExperimentConfig) -> str:
+    """The resolved config as YAML, sections in declaration order."""
+    return yaml.safe_dump(cfg.to_dict(), sort_keys=False)
+
+
+def write_resolved_config(cfg: ExperimentConfig, run_dir: str | Path) -> Path:
+    """Write ``config.yaml`` (the fully resolved config) into ``run_dir`` atomically."""
+    return atomic_write_text(Path(run_dir) / "config.yaml", config_to_yaml(cfg))
