@@ -8,6 +8,7 @@ stderr and exit code 2.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -45,13 +46,86 @@ def _root(
 @app.command("list")
 def list_command(
     kind: Annotated[
-        str | None, typer.Argument(help="What to list: estimators or environments (default: both).")
+        str | None, typer.Argument(help="What to list: estimators, environments or experiments (default: all).")
     ] = None,
 ) -> None:
-    """List the registered estimators and environments (entry-point plugins)."""
-    from gagpo_cli.listing import print_plugins
+    """List the registered estimators and environments (entry-point plugins) and the built-in experiments."""
+    from gagpo_cli.listing import print_listing
 
-    print_plugins(kind)
+    print_listing(kind)
+
+
+_ENV_OPTION = typer.Option("--option", "-o", help="Environment option KEY=VALUE (e.g. data_dir=...), repeatable.")
+
+
+@app.command("eval")
+def eval_command(
+    env: Annotated[str, typer.Option("--env", help="Environment name (see `gagpo list environments`).")],
+    policy: Annotated[str, typer.Option(help="expert, random, or a model (run directory / path).")] = "expert",
+    episodes: Annotated[int, typer.Option(help="Number of episodes (task i % num_tasks).")] = 20,
+    split: Annotated[str | None, typer.Option(help="Task split (default: test, else the last one).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of episodes and of the random policy.")] = 0,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the metrics JSON here.")] = None,
+    workers: Annotated[int, typer.Option(help="Environment worker processes (0: in-process).")] = 0,
+    option: Annotated[list[str] | None, _ENV_OPTION] = None,
+) -> None:
+    """Evaluate a policy on an environment: success rate, score, per task type, speed."""
+    from gagpo_cli.evaluate import eval_command as run_eval
+
+    run_eval(env, policy, episodes, split, seed, json_out, workers, option or [])
+
+
+@app.command("play")
+def play_command(
+    env: Annotated[str, typer.Option("--env", help="Environment name (see `gagpo list environments`).")],
+    task: Annotated[int | None, typer.Option(help="Task id (default: a random one).")] = None,
+    split: Annotated[str | None, typer.Option(help="Task split (default: test, else the last one).")] = None,
+    seed: Annotated[int, typer.Option(help="Episode seed.")] = 0,
+    option: Annotated[list[str] | None, _ENV_OPTION] = None,
+) -> None:
+    """Play one task yourself in the terminal (numbered actions, `expert` for a hint)."""
+    from gagpo_cli.play import play_command as run_play
+
+    run_play(env, task, split, seed, option or [])
+
+
+@app.command("train")
+def train_command(
+    experiment: Annotated[str | None, typer.Argument(help="Experiment YAML file or built-in name.")] = None,
+    config: Annotated[str | None, typer.Option("--config", "-c", help="Same as EXPERIMENT.")] = None,
+    estimator: Annotated[str | None, typer.Option(help="Estimator (gagpo list estimators).")] = None,
+    env: Annotated[str | None, typer.Option("--env", help="Environment (gagpo list environments).")] = None,
+    model: Annotated[str | None, typer.Option(help="Model alias, local folder or hub id.")] = None,
+    lora: Annotated[bool | None, typer.Option("--lora/--full", help="LoRA adapter or full fine-tuning.")] = None,
+    iterations: Annotated[int | None, typer.Option(help="Training iterations.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed of the run.")] = None,
+    output_dir: Annotated[str | None, typer.Option(help="Folder holding run directories.")] = None,
+    run_name: Annotated[str | None, typer.Option(help="Run directory name.")] = None,
+    wandb: Annotated[str | None, typer.Option(help="disabled | offline | online.")] = None,
+    resume: Annotated[bool, typer.Option(help="Continue from the run's newest checkpoint.")] = False,
+    sets: Annotated[list[str] | None, typer.Option("--set", help="KEY=VALUE config override, repeatable.")] = None,
+) -> None:
+    """Train a policy with an estimator on an environment (metrics.jsonl, checkpoints, eval.json)."""
+    from gagpo_cli.train.recipe import TrainingInterrupted
+    from gagpo_cli.train.recipe import train_command as run_train
+
+    if experiment and config:
+        raise UsageError("give the experiment either as an argument or with --config, not both")
+    flags = {"estimator": estimator, "env": env, "model": model, "lora": lora, "iterations": iterations,
+             "seed": seed, "output_dir": output_dir, "run_name": run_name, "wandb": wandb}
+    try:
+        run_train(experiment or config, sets or [], flags, resume)
+    except TrainingInterrupted as exc:
+        err.print(f"[yellow]{exc}[/yellow]", highlight=False)
+        raise typer.Exit(130) from None
+
+
+def _click_exception_types() -> tuple[type[BaseException], ...]:
+    """Command-line parsing errors: typer's vendored click (typer >= 0.2x) and click itself."""
+    import click
+    from typer.exceptions import TyperException
+
+    return (TyperException, click.exceptions.ClickException)
 
 
 def main() -> None:
@@ -63,16 +137,12 @@ def main() -> None:
         sys.exit(2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except typer.Abort:
+    except (typer.Abort, KeyboardInterrupt):
         err.print("aborted")
         sys.exit(130)
-    except Exception as exc:  # click's own usage errors
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            sys.exit(2 if isinstance(exc, click.UsageError) else exc.exit_code)
-        raise
+    except _click_exception_types() as exc:  # bad or missing arguments, found while parsing
+        exc.show()
+        sys.exit(getattr(exc, "exit_code", 2))
 
 
 if __name__ == "__main__":

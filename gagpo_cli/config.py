@@ -17,10 +17,11 @@ from typing import Any
 
 import yaml
 
+import experiments
 from gagpo_cli.atomic import atomic_write_text
 from gagpo_cli.errors import UsageError
 
-EXPERIMENTS_DIR = Path(__file__).resolve().parent.parent / "experiments"
+EXPERIMENTS_DIR = Path(experiments.__file__).resolve().parent
 
 
 @dataclass
@@ -115,6 +116,7 @@ class ExperimentConfig:
     """A whole experiment; what a YAML file in ``experiments/`` describes."""
 
     name: str = "default"
+    description: str = ""  # one line, shown by `gagpo list experiments`
     model: ModelConfig = field(default_factory=ModelConfig)
     env: EnvConfig = field(default_factory=EnvConfig)
     estimator: EstimatorConfig = field(default_factory=EstimatorConfig)
@@ -225,10 +227,15 @@ def resolve_experiment_path(spec: str) -> Path:
     named = EXPERIMENTS_DIR / f"{spec}.yaml"
     if named.is_file():
         return named
-    known = sorted(p.stem for p in EXPERIMENTS_DIR.glob("*.yaml"))
+    known = sorted(builtin_experiments())
     close = difflib.get_close_matches(spec, known, n=1)
     hint = f" Did you mean '{close[0]}'?" if close else ""
     raise UsageError(f"experiment file '{spec}' not found.{hint} Built-in experiments: {', '.join(known)}")
+
+
+def builtin_experiments() -> dict[str, Path]:
+    """Name -> file of every YAML experiment shipped in ``experiments/``."""
+    return {p.stem: p for p in sorted(EXPERIMENTS_DIR.glob("*.yaml"))}
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> ExperimentConfig:

@@ -50,11 +50,37 @@ def plugin_table(kind: str, console: Console) -> None:
         console.print(f"[yellow]warning:[/yellow] {kind[:-1]} plugin '{name}' failed to load and is skipped: {error}")
 
 
-def print_plugins(kind: str | None) -> None:
-    """Print the plugin tables; ``kind`` None lists both. Unknown kinds raise ``UsageError``."""
-    kinds = list(plugins.GROUPS)
-    if kind is not None and kind not in kinds:
-        raise UsageError(plugins.unknown_name_message("list kind", kind, kinds))
+def experiment_table(console: Console) -> None:
+    """Print the built-in experiment files with their descriptions and main settings."""
+    from gagpo_cli.config import builtin_experiments, load_config
+
+    table = Table(title="experiments (gagpo train NAME)", title_justify="left")
+    table.add_column("name", style="bold cyan", no_wrap=True)
+    table.add_column("what it is")
+    table.add_column("estimator / env / model", style="dim")
+    for name, path in builtin_experiments().items():
+        try:
+            cfg = load_config(path)
+        except UsageError as exc:
+            console.print(f"[yellow]warning:[/yellow] experiment '{name}' is invalid: {exc}")
+            continue
+        table.add_row(name, cfg.description, f"{cfg.estimator.name} / {cfg.env.name} / {cfg.model.name}")
+    console.print(table)
+
+
+LIST_KINDS = (*plugins.GROUPS, "experiments")
+
+
+def print_listing(kind: str | None) -> None:
+    """Print the tables of ``kind`` (estimators, environments, experiments; None: all).
+
+    Unknown kinds raise ``UsageError`` naming the valid ones.
+    """
+    if kind is not None and kind not in LIST_KINDS:
+        raise UsageError(plugins.unknown_name_message("list kind", kind, list(LIST_KINDS)))
     console = Console()
-    for k in [kind] if kind else kinds:
-        plugin_table(k, console)
+    for k in [kind] if kind else LIST_KINDS:
+        if k == "experiments":
+            experiment_table(console)
+        else:
+            plugin_table(k, console)

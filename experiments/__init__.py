@@ -1,0 +1,1 @@
+"""Built-in experiment definitions: one YAML file per experiment, loaded by name (``gagpo train quickstart``)."""
