@@ -5,7 +5,7 @@ is what the pool's bookkeeping and, with workers, the process boundary cost. 128
 trainer's 16 tasks x 8 rollouts. The corridor env is nearly free, so this is the worst case for
 overhead; a real engine (``--env alfworld``) spends its time in the engine instead.
 
-    python benchmarks/bench_pool.py [--env corridor] [--slots 128] [--turns 200] [--workers 0 1 2]
+    python benchmarks/pool.py [--env corridor] [--slots 128] [--turns 200] [--workers 0 1 2]
 """
 
 from __future__ import annotations
