@@ -1,0 +1,145 @@
+"""``Estimator``, the base class of every advantage estimator, and ``EstimatorOutput``.
+
+An estimator declares what the trainer needs to know about it (``ratio_mode``, ``loss_agg``,
+``needs_critic``) as class attributes, so the trainer never switches on estimator names. Subclasses
+(built-in or third-party, registered under the ``gagpo.estimators`` entry-point group) implement
+``evaluate``; ``compute`` and ``estimate`` wrap it with input and output checks and diagnostics.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from estimators.batch import StepBatch
+from estimators.diagnostics import advantage_stats
+
+RATIO_MODES = ("sequence", "token")
+LOSS_AGGS = ("seq-mean-token-mean", "token-mean")
+
+# SPEC 7 option names and their allowed values (options outside this table are not checked).
+_CHOICES = {
+    "mode": ("mean_std_norm", "mean_norm"),
+    "stats": ("steps", "trajectory"),
+    "norm": ("group", "batch", "none"),
+}
+_UNIT_INTERVAL = ("gamma", "lam")
+
+
+@dataclass
+class EstimatorOutput:
+    """Advantages (one per row, batch row order), value targets (critic estimators only) and logs.
+
+    ``diagnostics`` keys are prefixed: ``adv/*`` always; ``stepgroup/*`` for estimators that group
+    states.
+    """
+
+    advantages: np.ndarray
+    returns: np.ndarray | None = None
+    diagnostics: dict[str, float] = field(default_factory=dict)
+
+
+def _check_option(owner: str, name: str, value: Any) -> Any:
+    if name in _CHOICES:
+        if value not in _CHOICES[name]:
+            raise ValueError(
+                f"option {name}={value!r} of estimator '{owner}' must be one of: {', '.join(_CHOICES[name])}"
+            )
+        return value
+    if name in _UNIT_INTERVAL or name in ("eps", "omega"):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise ValueError(f"option {name} of estimator '{owner}' must be a number (got {value!r})")
+        value = float(value)
+        if not math.isfinite(value):
+            raise ValueError(f"option {name} of estimator '{owner}' must be finite (got {value})")
+        if name in _UNIT_INTERVAL and not 0.0 <= value <= 1.0:
+            raise ValueError(f"option {name} of estimator '{owner}' must lie in [0, 1] (got {value})")
+        if name == "eps" and value <= 0.0:
+            raise ValueError(f"option eps of estimator '{owner}' must be > 0 (got {value})")
+    return value
+
+
+class Estimator:
+    """Base class of every estimator. Construct with keyword options only.
+
+    Class attributes every subclass sets: ``name`` (registered name), ``description`` (one line for
+    ``gagpo list``), ``ratio_mode`` ("sequence": one length-normalised ratio per action; "token": one
+    per token), ``loss_agg`` ("seq-mean-token-mean" | "token-mean"), ``needs_critic`` (the batch must
+    carry ``values``; the trainer trains a value head on ``EstimatorOutput.returns``), ``defaults``
+    (option -> default). ``fixed`` names options an ablation pins: passing them is allowed only with
+    the pinned value. An unknown option or a bad value raises ``ValueError`` listing the valid ones.
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    ratio_mode: ClassVar[str] = "token"
+    loss_agg: ClassVar[str] = "token-mean"
+    needs_critic: ClassVar[bool] = False
+    defaults: ClassVar[dict[str, Any]] = {}
+    fixed: ClassVar[dict[str, Any]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.ratio_mode not in RATIO_MODES:
+            raise TypeError(
+                f"{cls.__name__}.ratio_mode must be one of {RATIO_MODES} (got {cls.ratio_mode!r})"
+            )
+        if cls.loss_agg not in LOSS_AGGS:
+            raise TypeError(f"{cls.__name__}.loss_agg must be one of {LOSS_AGGS} (got {cls.loss_agg!r})")
+
+    def __init__(self, **options: Any) -> None:
+        valid = sorted({*self.defaults, *self.fixed})
+        for key, value in options.items():
+            if key not in valid:
+                close = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
+                hint = f" Did you mean '{close[0]}'?" if close else ""
+                raise ValueError(
+                    f"unknown option '{key}' for estimator '{self.name}'.{hint} "
+                    f"Valid options: {', '.join(valid) or '(none)'}"
+                )
+            if key in self.fixed and value != self.fixed[key]:
+                raise ValueError(
+                    f"estimator '{self.name}' fixes {key}={self.fixed[key]!r}, the setting it ablates "
+                    f"(got {value!r})"
+                )
+        resolved = {**self.defaults, **self.fixed, **options}
+        self.options: dict[str, Any] = {k: _check_option(self.name, k, v) for k, v in resolved.items()}
+
+    def __repr__(self) -> str:
+        opts = ", ".join(f"{k}={v!r}" for k, v in sorted(self.options.items()))
+        return f"{type(self).__name__}({opts})"
+
+    def evaluate(self, batch: StepBatch) -> EstimatorOutput:
+        """Subclasses: advantages in batch row order, ``returns`` if they train a critic, and their own
+        diagnostics (e.g. ``stepgroup/*``); ``adv/*`` statistics are added by ``estimate``."""
+        raise NotImplementedError(f"{type(self).__name__} must implement evaluate(batch)")
+
+    def _evaluate_checked(self, batch: StepBatch) -> EstimatorOutput:
+        if not isinstance(batch, StepBatch):
+            raise ValueError(f"estimator '{self.name}' expects a StepBatch (got {type(batch).__name__})")
+        if self.needs_critic and batch.values is None:
+            raise ValueError(
+                f"estimator '{self.name}' needs critic values: "
+                "build the StepBatch with values=V_phi(s_t) per row"
+            )
+        out = self.evaluate(batch)
+        if out.advantages.shape != (len(batch),):
+            raise ValueError(
+                f"estimator '{self.name}' returned advantages of shape {out.advantages.shape}, "
+                f"expected ({len(batch)},)"
+            )
+        return out
+
+    def compute(self, batch: StepBatch) -> np.ndarray:
+        """Advantages, float64, shape (n,), in the batch's row order (SPEC 7)."""
+        return self._evaluate_checked(batch).advantages
+
+    def estimate(self, batch: StepBatch) -> EstimatorOutput:
+        """Advantages, value targets (``None`` unless ``needs_critic``) and diagnostics for logging."""
+        out = self._evaluate_checked(batch)
+        diagnostics = {**advantage_stats(out.advantages), **out.diagnostics}
+        return EstimatorOutput(advantages=out.advantages, returns=out.returns, diagnostics=diagnostics)

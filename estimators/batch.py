@@ -1,0 +1,138 @@
+"""``StepBatch``: the input of every estimator (SPEC section 2), validated once at construction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from estimators.grouping import TrajectoryLayout, factorize_within
+
+
+@dataclass(frozen=True)
+class StepGroups:
+    """Step groups G(s) of SPEC 3 step 2: equal state keys inside one rollout group.
+
+    ``codes`` per slot (trajectory order), ``sizes[c]`` = |G| of code c.
+    """
+
+    codes: np.ndarray
+    sizes: np.ndarray
+
+    @property
+    def count(self) -> int:
+        return len(self.sizes)
+
+
+def _ids(name: str, values: Any) -> np.ndarray:
+    arr = values if isinstance(values, np.ndarray) else np.asarray(values, dtype=object)
+    if arr.dtype.kind == "U":
+        arr = arr.astype(object)
+    if arr.dtype == object and arr.ndim == 1:
+        kind = pd.api.types.infer_dtype(arr, skipna=False)
+        if kind in ("integer", "empty"):
+            arr = arr.astype(np.int64)
+        elif kind not in ("string", "mixed-integer"):
+            raise ValueError(f"{name} must hold integers or strings (got {kind} values)")
+    if arr.dtype.kind not in "iuO":
+        raise ValueError(f"{name} must hold integers or strings (got dtype {arr.dtype})")
+    return arr
+
+
+def _floats(name: str, values: Any) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.dtype.kind not in "fiu":
+        raise ValueError(f"{name} must hold numbers (got dtype {arr.dtype})")
+    arr = arr.astype(np.float64, copy=False)
+    if not np.isfinite(arr).all():
+        raise ValueError(
+            f"{name} must be finite (found NaN or inf at row {int(np.flatnonzero(~np.isfinite(arr))[0])})"
+        )
+    return arr
+
+
+def _integers(name: str, values: Any) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.dtype.kind not in "iu" and arr.size:
+        raise ValueError(f"{name} must hold integers (got dtype {arr.dtype})")
+    return arr.astype(np.int64, copy=False)
+
+
+def _flags(name: str, values: Any) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.dtype.kind in "iuf" and np.isin(arr, (0, 1)).all():  # 0/1 flags (and an empty list)
+        arr = arr.astype(bool)
+    if arr.dtype.kind != "b":
+        raise ValueError(f"{name} must hold booleans (got dtype {arr.dtype})")
+    return arr
+
+
+def _strings(name: str, values: Any) -> np.ndarray:
+    arr = (
+        values.astype(object, copy=False)
+        if isinstance(values, np.ndarray)
+        else np.asarray(values, dtype=object)
+    )
+    if arr.ndim == 1 and len(arr) and pd.api.types.infer_dtype(arr, skipna=False) != "string":
+        raise ValueError(f"{name} must hold strings (the state text of each row)")
+    return arr
+
+
+@dataclass(frozen=True, eq=False)
+class StepBatch:
+    """One row per environment step, rows in any order (SPEC section 2).
+
+    Accepts numpy arrays or lists. Construction validates every field and raises ``ValueError``
+    naming the field: 1-D, equal lengths, dtypes (ids: integers or strings; ``step_index``:
+    integers; ``rewards``/``values``: finite numbers; ``terminated``: booleans or 0/1;
+    ``state_keys``: strings), every ``traj_id`` inside a single ``group_id``, and each trajectory's
+    ``step_index`` exactly ``0..T-1``. ``values`` (critic V_phi(s_t)) is optional; only estimators with
+    ``needs_critic`` read it. ``terminated`` is validated and kept for trainers and plugins: no built-in
+    formula reads it, since SPEC 3 step 4 bootstraps 0 after a trajectory's last row whether the
+    episode ended or was cut by the step budget.
+    """
+
+    group_ids: np.ndarray
+    traj_ids: np.ndarray
+    step_index: np.ndarray
+    rewards: np.ndarray
+    terminated: np.ndarray
+    state_keys: np.ndarray
+    values: np.ndarray | None = None
+    layout: TrajectoryLayout = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        converted = {
+            "group_ids": _ids("group_ids", self.group_ids),
+            "traj_ids": _ids("traj_ids", self.traj_ids),
+            "step_index": _integers("step_index", self.step_index),
+            "rewards": _floats("rewards", self.rewards),
+            "terminated": _flags("terminated", self.terminated),
+            "state_keys": _strings("state_keys", self.state_keys),
+        }
+        if self.values is not None:
+            converted["values"] = _floats("values", self.values)
+        n = len(converted["group_ids"]) if converted["group_ids"].ndim == 1 else -1
+        for name, arr in converted.items():
+            if arr.ndim != 1:
+                raise ValueError(f"{name} must be one-dimensional (got shape {arr.shape})")
+            if len(arr) != n:
+                raise ValueError(f"length mismatch: group_ids has {n} rows but {name} has {len(arr)}")
+        for name, arr in converted.items():
+            object.__setattr__(self, name, arr)
+        layout = TrajectoryLayout.build(self.group_ids, self.traj_ids, self.step_index)
+        object.__setattr__(self, "layout", layout)
+
+    def __len__(self) -> int:
+        return len(self.rewards)
+
+    @cached_property
+    def step_groups(self) -> StepGroups:
+        """SPEC 3 step 2: exact state-key match inside each rollout group (computed on first use)."""
+        row_group = self.layout.to_rows(self.layout.group)
+        codes, count = factorize_within(row_group, self.state_keys)
+        slot_codes = self.layout.to_slots(codes)
+        return StepGroups(codes=slot_codes, sizes=np.bincount(slot_codes, minlength=count))

@@ -1,0 +1,107 @@
+"""GAGPO (SPEC 3) and its six Table 2 ablations (SPEC 4)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+from estimators.base import Estimator, EstimatorOutput
+from estimators.batch import StepBatch
+from estimators.diagnostics import step_group_stats
+from estimators.grouping import segment_mean, segment_standardize
+from estimators.grpo import episode_advantage
+
+
+class GAGPO(Estimator):
+    """GAE over a non-parametric grouped value proxy, group-normalised (SPEC 3, the paper's Eq. 1).
+
+    Options: ``gamma`` (0.95), ``lam`` (0.8), ``eps`` (1e-6), ``norm`` ("group" | "batch" | "none").
+    Loss: one length-normalised importance ratio per action, "seq-mean-token-mean" aggregation.
+    Edge cases: a normalisation group of one row, or with zero spread, gives exactly 0. A step group
+    of one row has V(s) = its own return, so in a rollout group where no state but the shared
+    initial one repeats, every row after a trajectory's first gets 0 (SPEC 3's degenerate case; the
+    ``stepgroup/*`` diagnostics show how often states are singletons).
+    """
+
+    name: ClassVar[str] = "gagpo"
+    description: ClassVar[str] = "GAGPO: GAE over a grouped, critic-free value proxy; group-normalised"
+    ratio_mode: ClassVar[str] = "sequence"
+    loss_agg: ClassVar[str] = "seq-mean-token-mean"
+    defaults: ClassVar[dict] = {"gamma": 0.95, "lam": 0.8, "eps": 1e-6, "norm": "group"}
+    monte_carlo: ClassVar[bool] = False  # gagpo-mc: A_t = R_t - V(s_t) instead of steps 4-6
+    broadcast: ClassVar[bool] = False  # gagpo-broadcast: add the episode term before step 7
+
+    def evaluate(self, batch: StepBatch) -> EstimatorOutput:
+        layout, groups = batch.layout, batch.step_groups
+        gamma, eps = self.options["gamma"], self.options["eps"]
+        r = layout.to_slots(batch.rewards)
+        returns = layout.reverse_scan(r, gamma)  # SPEC 3 step 1: R_t = r_t + gamma * R_{t+1}
+        # SPEC 3 steps 2-3: V(s) = mean of R over the step group G(s) (same state, same rollout group)
+        value = segment_mean(groups.codes, returns, groups.count)[groups.codes]
+        if self.monte_carlo:
+            adv = returns - value  # SPEC 4 gagpo-mc: Monte-Carlo step advantage
+        else:
+            next_value = layout.next_in_trajectory(value)  # SPEC 3 step 4: 0 after the last row
+            delta = r + gamma * next_value - value  # SPEC 3 step 5: TD residual over the value proxy
+            adv = layout.reverse_scan(delta, gamma * self.options["lam"])  # SPEC 3 step 6: GAE recursion
+        if self.broadcast:
+            adv = adv + episode_advantage(batch, eps)  # SPEC 4 gagpo-broadcast: GRPO's episode term
+        norm = self.options["norm"]  # SPEC 3 step 7 (SPEC 4: batch / none)
+        if norm == "group":
+            adv = segment_standardize(layout.group, adv, layout.n_groups, eps)
+        elif norm == "batch":
+            adv = segment_standardize(np.zeros(layout.n, dtype=np.int64), adv, 1, eps)
+        return EstimatorOutput(advantages=layout.to_rows(adv), diagnostics=step_group_stats(groups.sizes))
+
+
+class GAGPOLambda0(GAGPO):
+    """Ablation: lambda = 0, the one-step TD residual ``delta_t`` (``lam`` is fixed)."""
+
+    name: ClassVar[str] = "gagpo-lambda0"
+    description: ClassVar[str] = "GAGPO ablation: lambda = 0 (one-step TD residual)"
+    fixed: ClassVar[dict] = {"lam": 0.0}
+
+
+class GAGPOMonteCarlo(GAGPO):
+    """Ablation: Monte-Carlo step advantage ``R_t - V(s_t)``, computed directly; it equals the GAE of
+    lam = 1 (SPEC 3 identity), so ``lam`` is fixed at 1."""
+
+    name: ClassVar[str] = "gagpo-mc"
+    description: ClassVar[str] = "GAGPO ablation: Monte-Carlo step advantage R_t - V(s_t)"
+    fixed: ClassVar[dict] = {"lam": 1.0}
+    monte_carlo: ClassVar[bool] = True
+
+
+class GAGPOTokenRatio(GAGPO):
+    """Ablation: same advantages, token-level ratios and clipping with "token-mean" aggregation."""
+
+    name: ClassVar[str] = "gagpo-token-ratio"
+    description: ClassVar[str] = "GAGPO ablation: per-token ratios and clipping (standard PPO loss)"
+    ratio_mode: ClassVar[str] = "token"
+    loss_agg: ClassVar[str] = "token-mean"
+
+
+class GAGPOBroadcast(GAGPO):
+    """Ablation: adds GRPO's episode term of the row (statistics over the group's step rows, same
+    ``eps``) to every step advantage before normalisation."""
+
+    name: ClassVar[str] = "gagpo-broadcast"
+    description: ClassVar[str] = "GAGPO ablation: adds the episode relative advantage to every step"
+    broadcast: ClassVar[bool] = True
+
+
+class GAGPOBatchNorm(GAGPO):
+    """Ablation: normalises over the whole batch instead of per rollout group (``norm`` is fixed)."""
+
+    name: ClassVar[str] = "gagpo-batch-norm"
+    description: ClassVar[str] = "GAGPO ablation: normalised over the whole batch, not per rollout group"
+    fixed: ClassVar[dict] = {"norm": "batch"}
+
+
+class GAGPONoNorm(GAGPO):
+    """Ablation: no normalisation (``norm`` is fixed)."""
+
+    name: ClassVar[str] = "gagpo-no-norm"
+    description: ClassVar[str] = "GAGPO ablation: no advantage normalisation"
+    fixed: ClassVar[dict] = {"norm": "none"}

@@ -1,0 +1,42 @@
+"""GiGPO (SPEC 5): episode relative advantage plus an anchor-state step advantage."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from estimators.base import Estimator, EstimatorOutput
+from estimators.batch import StepBatch
+from estimators.diagnostics import step_group_stats
+from estimators.grouping import segment_center, segment_standardize
+from estimators.grpo import episode_advantage
+
+
+class GiGPO(Estimator):
+    """``A = episode term + omega * step term`` (GiGPO's Eq. 8).
+
+    Episode term: GRPO's over the step rows of the rollout group. Step term: the discounted return
+    ``R_t`` (SPEC 3 step 1) minus the mean ``R`` of its anchor group G(s_t) (same state key, same
+    rollout group), divided by ``std + eps`` in ``mean_std_norm`` mode. Options: ``gamma`` (0.95),
+    ``eps`` (1e-6), ``omega`` (1.0), ``mode`` ("mean_std_norm", GiGPO's main "w/ std" variant, or
+    "mean_norm"). SPEC 5 edge rule, which departs from the reference code (which keeps the raw value
+    there): a one-row group, a singleton anchor group, or a zero spread gives 0.
+    """
+
+    name: ClassVar[str] = "gigpo"
+    description: ClassVar[str] = "GiGPO: episode relative advantage + anchor-state step advantage"
+    ratio_mode: ClassVar[str] = "token"
+    loss_agg: ClassVar[str] = "token-mean"
+    defaults: ClassVar[dict] = {"gamma": 0.95, "eps": 1e-6, "omega": 1.0, "mode": "mean_std_norm"}
+
+    def evaluate(self, batch: StepBatch) -> EstimatorOutput:
+        layout, groups = batch.layout, batch.step_groups
+        gamma, eps, omega = self.options["gamma"], self.options["eps"], self.options["omega"]
+        with_std = self.options["mode"] == "mean_std_norm"
+        episode = episode_advantage(batch, eps, "steps", divide_by_std=with_std)
+        returns = layout.reverse_scan(layout.to_slots(batch.rewards), gamma)  # R_t = r_t + gamma R_{t+1}
+        if with_std:
+            step = segment_standardize(groups.codes, returns, groups.count, eps)
+        else:
+            step = segment_center(groups.codes, returns, groups.count)
+        adv = episode + omega * step
+        return EstimatorOutput(advantages=layout.to_rows(adv), diagnostics=step_group_stats(groups.sizes))

@@ -1,0 +1,34 @@
+"""RLOO (SPEC 5): a trajectory's score minus the mean score of the other trajectories of its group."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+from estimators.base import Estimator, EstimatorOutput
+from estimators.batch import StepBatch
+from estimators.grouping import segment_center
+
+
+class RLOO(Estimator):
+    """REINFORCE leave-one-out baseline over the m trajectories of each rollout group; no options.
+
+    ``A_i = score_i - mean_{j != i} score_j``, computed as ``m / (m - 1) * (score_i - mean_j score_j)``
+    (the same quantity, and exactly 0 when all scores are equal); every row of trajectory i gets
+    A_i. A group of one trajectory (m = 1) gives 0.
+    """
+
+    name: ClassVar[str] = "rloo"
+    description: ClassVar[str] = "RLOO: trajectory score minus the leave-one-out mean of its group"
+    ratio_mode: ClassVar[str] = "token"
+    loss_agg: ClassVar[str] = "token-mean"
+    defaults: ClassVar[dict] = {}
+
+    def evaluate(self, batch: StepBatch) -> EstimatorOutput:
+        layout = batch.layout
+        traj_score = layout.trajectory_sums(layout.to_slots(batch.rewards))
+        m = np.bincount(layout.traj_group, minlength=layout.n_groups)[layout.traj_group]
+        centred = segment_center(layout.traj_group, traj_score, layout.n_groups)
+        traj_adv = np.where(m > 1, m / np.maximum(m - 1, 1) * centred, 0.0)
+        return EstimatorOutput(advantages=layout.to_rows(traj_adv[layout.traj]))
