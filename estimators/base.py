@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -19,6 +20,7 @@ from estimators.batch import StepBatch
 from estimators.diagnostics import advantage_stats
 
 RATIO_MODES = ("sequence", "token")
+SHARED_OPTIONS = ("gamma", "lam", "eps")  # SPEC 7: option names not tied to one estimator
 LOSS_AGGS = ("seq-mean-token-mean", "token-mean")
 
 # SPEC 7 option names and their allowed values (options outside this table are not checked).
@@ -70,8 +72,11 @@ class Estimator:
     ``gagpo list``), ``ratio_mode`` ("sequence": one length-normalised ratio per action; "token": one
     per token), ``loss_agg`` ("seq-mean-token-mean" | "token-mean"), ``needs_critic`` (the batch must
     carry ``values``; the trainer trains a value head on ``EstimatorOutput.returns``), ``defaults``
-    (option -> default). ``fixed`` names options an ablation pins: passing them is allowed only with
-    the pinned value. An unknown option or a bad value raises ``ValueError`` listing the valid ones.
+    (option -> default). ``fixed`` names options an ablation pins: they always hold the pinned value
+    (another value passed for them is ignored with a warning). ``gamma``, ``lam`` and ``eps`` are
+    SPEC 7's shared option names: an estimator that does not use one accepts and ignores it with a
+    warning, so one set of options can configure any estimator. Any other unknown option, or a bad
+    value, raises ``ValueError`` listing the valid ones.
     """
 
     name: ClassVar[str] = ""
@@ -93,20 +98,25 @@ class Estimator:
 
     def __init__(self, **options: Any) -> None:
         valid = sorted({*self.defaults, *self.fixed})
+        accepted = sorted({*valid, *SHARED_OPTIONS})
         for key, value in options.items():
-            if key not in valid:
+            if key not in accepted:
                 close = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
                 hint = f" Did you mean '{close[0]}'?" if close else ""
                 raise ValueError(
                     f"unknown option '{key}' for estimator '{self.name}'.{hint} "
                     f"Valid options: {', '.join(valid) or '(none)'}"
                 )
-            if key in self.fixed and value != self.fixed[key]:
-                raise ValueError(
-                    f"estimator '{self.name}' fixes {key}={self.fixed[key]!r}, the setting it ablates "
-                    f"(got {value!r})"
+            if key not in valid:
+                warnings.warn(f"estimator '{self.name}' does not use option '{key}'; ignored", stacklevel=2)
+            elif key in self.fixed and value != self.fixed[key]:
+                warnings.warn(
+                    f"estimator '{self.name}' fixes {key}={self.fixed[key]!r}, the setting it ablates; "
+                    f"{key}={value!r} ignored",
+                    stacklevel=2,
                 )
-        resolved = {**self.defaults, **self.fixed, **options}
+        given = {k: v for k, v in options.items() if k in valid}
+        resolved = {**self.defaults, **given, **self.fixed}
         self.options: dict[str, Any] = {k: _check_option(self.name, k, v) for k, v in resolved.items()}
 
     def __repr__(self) -> str:

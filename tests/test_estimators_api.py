@@ -76,11 +76,8 @@ def test_unknown_name_lists_valid_names():
             {"lamda": 0.5},
             "unknown option 'lamda' for estimator 'gagpo'. Did you mean 'lam'.*eps, gamma, lam, norm",
         ),
-        ("grpo", {"gamma": 0.9}, "unknown option 'gamma' for estimator 'grpo'.*Valid options: eps, stats"),
-        ("rloo", {"eps": 1e-6}, r"Valid options: \(none\)"),
-        ("gagpo-mc", {"lam": 0.5}, "'gagpo-mc' fixes lam=1.0"),
-        ("gagpo-lambda0", {"lam": 0.5}, "'gagpo-lambda0' fixes lam=0.0"),
-        ("gagpo-no-norm", {"norm": "group"}, "fixes norm='none'"),
+        ("grpo", {"omega": 0.9}, "unknown option 'omega' for estimator 'grpo'.*Valid options: eps, stats"),
+        ("rloo", {"stats": "steps"}, r"Valid options: \(none\)"),
         ("gagpo", {"gamma": 1.5}, r"gamma of estimator 'gagpo' must lie in \[0, 1\]"),
         ("gagpo", {"lam": "0.8"}, "lam of estimator 'gagpo' must be a number"),
         ("gagpo", {"eps": 0.0}, "eps of estimator 'gagpo' must be > 0"),
@@ -93,6 +90,30 @@ def test_unknown_name_lists_valid_names():
 def test_bad_options(name, options, message):
     with pytest.raises(ValueError, match=message):
         get_estimator(name, **options)
+
+
+def test_shared_options_configure_any_estimator():
+    # SPEC 7: gamma, lam and eps are shared names; an estimator that does not use one ignores it, warning.
+    with pytest.warns(UserWarning, match="'grpo' does not use option 'gamma'; ignored"):
+        grpo = get_estimator("grpo", gamma=0.9, lam=0.8, eps=1e-3)
+    assert grpo.options == {"eps": 1e-3, "stats": "steps"}
+    with pytest.warns(UserWarning, match="'rloo' does not use option 'eps'"):
+        assert get_estimator("rloo", eps=1e-6).options == {}
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "pinned"),
+    [
+        ("gagpo-lambda0", {"lam": 0.5}, {"lam": 0.0}),
+        ("gagpo-mc", {"lam": 0.8}, {"lam": 1.0}),
+        ("gagpo-no-norm", {"norm": "group"}, {"norm": "none"}),
+        ("gagpo-batch-norm", {"norm": "group"}, {"norm": "batch"}),
+    ],
+)
+def test_an_ablation_keeps_the_setting_it_ablates(name, options, pinned):
+    with pytest.warns(UserWarning, match=f"'{name}' fixes"):
+        estimator = get_estimator(name, **options)
+    assert {k: estimator.options[k] for k in pinned} == pinned
 
 
 def test_ppo_without_values_is_a_clear_error():
