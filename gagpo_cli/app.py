@@ -131,7 +131,7 @@ def _click_exception_types() -> tuple[type[BaseException], ...]:
 def main() -> None:
     """Console-script entry: run the app, turning user errors into one line and exit code 2."""
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # click returns an Exit's code instead of raising it here
     except (UsageError, ValueError, FileNotFoundError) as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         sys.exit(2)
@@ -143,6 +143,7 @@ def main() -> None:
     except _click_exception_types() as exc:  # bad or missing arguments, found while parsing
         exc.show()
         sys.exit(getattr(exc, "exit_code", 2))
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,75 @@
+"""A language model as an evaluation agent (the ``gagpo_cli.policies`` model hook).
+
+``load_agent(spec)`` accepts a training run directory (its ``config.yaml`` and newest checkpoint),
+one checkpoint folder (``<run>/checkpoints/iter_000010``), or a model (local folder or hub id).
+The agent acts through the rollout's ``decide`` (same prompts, one batched generation per turn)
+at the evaluation temperature (SPEC 6: 0.4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gagpo_cli.config import ExperimentConfig, ModelConfig, load_config
+from gagpo_cli.errors import UsageError
+from gagpo_cli.policies import SlotView
+from gagpo_cli.train.checkpoint import MANIFEST, latest_checkpoint, verify_checkpoint
+from gagpo_cli.train.rollout import decide
+
+
+class ModelAgent:
+    """Chooses actions with a ``Policy``; sampling is seeded and reproducible."""
+
+    def __init__(self, policy: Any, *, name: str, history: int, temperature: float, max_new_tokens: int,
+                 seed: int = 0) -> None:
+        self.policy = policy
+        self.name = name
+        self.history = history
+        self.temperature = temperature
+        self.max_new_tokens = max_new_tokens
+        self.generator = torch.Generator().manual_seed(seed)
+
+    @classmethod
+    def from_config(cls, policy: Any, cfg: ExperimentConfig, *, name: str, seed: int) -> ModelAgent:
+        """The agent of an experiment: its history window, token budget and evaluation temperature."""
+        return cls(policy, name=name, history=cfg.env.history, temperature=cfg.rollout.eval_temperature,
+                   max_new_tokens=cfg.rollout.max_new_tokens, seed=seed)
+
+    def act(self, pool: Any, views: Sequence[SlotView]) -> list[str]:
+        """One action text per view (a malformed output is passed on as the environment's no-op)."""
+        decisions = decide(self.policy, pool.environment_info.name, views, history=self.history,
+                           temperature=self.temperature, max_new_tokens=self.max_new_tokens, generator=self.generator)
+        return [d.sent for d in decisions]
+
+
+def _run_and_checkpoint(path: Path) -> tuple[Path, Path]:
+    """(run directory, checkpoint folder) for a run directory or one of its checkpoints."""
+    if (path / MANIFEST).is_file():
+        return path.parent.parent, path
+    checkpoint = latest_checkpoint(path)
+    if checkpoint is None:
+        raise UsageError(f"run directory {path} has no checkpoint (checkpoints/iter_*) to evaluate")
+    return path, checkpoint
+
+
+def load_agent(spec: str, *, seed: int = 0) -> ModelAgent:
+    """The model named by ``spec`` as an ``AgentPolicy`` (see the module docstring)."""
+    from gagpo_cli.train.policy import Policy
+
+    path = Path(spec)
+    if (path / "config.yaml").is_file() or (path / MANIFEST).is_file():
+        run_dir, checkpoint = _run_and_checkpoint(path)
+        cfg = load_config(run_dir / "config.yaml")
+        verify_checkpoint(checkpoint)
+        policy = Policy.load(cfg.model, seed=cfg.train.seed)
+        policy.load_weights(checkpoint / "policy")
+        return ModelAgent.from_config(policy, cfg, name=f"{run_dir.name}@{checkpoint.name}", seed=seed)
+    # A bare model. LoRA mode only to skip the frozen reference copy of full fine-tuning: the fresh
+    # adapter's B matrices are zero, so it acts exactly as the model itself.
+    cfg = ExperimentConfig(model=ModelConfig(name=spec))
+    policy = Policy.load(cfg.model, seed=seed)
+    return ModelAgent.from_config(policy, cfg, name=spec, seed=seed)

@@ -1,0 +1,186 @@
+"""Checkpoints: everything needed to continue a run exactly where it stopped.
+
+Layout (``<run>/checkpoints/iter_000010/`` = the state after 10 completed iterations)::
+
+    policy/          Policy.save: LoRA adapter or full weights (safetensors)
+    trainer.pt       Updater.state_dict: optimizer (and critic) state
+    rng.json         python / numpy / torch random states
+    manifest.json    iteration + sha256 of every other file (written last)
+
+A checkpoint is written into a hidden temporary folder and renamed into place, so a folder named
+``iter_*`` is always complete; a run killed mid-save leaves only a ``.tmp-*`` folder, ignored and
+cleaned up by the next save. Loading re-hashes every file: a missing, unreadable or altered file
+is a ``UsageError`` naming it. Only the newest ``KEEP`` checkpoints are kept.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import random
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from gagpo_cli.errors import UsageError
+
+KEEP = 2
+MANIFEST = "manifest.json"
+_PREFIX = "iter_"
+
+
+def checkpoint_dir(run_dir: Path) -> Path:
+    """The folder holding a run's checkpoints."""
+    return Path(run_dir) / "checkpoints"
+
+
+def checkpoint_path(run_dir: Path, iteration: int) -> Path:
+    """Where the checkpoint of ``iteration`` lives (whether or not it exists)."""
+    return checkpoint_dir(run_dir) / f"{_PREFIX}{iteration:06d}"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+# ---------------------------------------------------------------------------- random states
+
+
+def capture_rng() -> dict[str, Any]:
+    """The global random states (python, numpy, torch CPU and CUDA) as JSON-safe data."""
+    version, internal, gauss = random.getstate()
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    state: dict[str, Any] = {
+        "python": [version, list(internal), gauss],
+        "numpy": [kind, keys.tolist(), int(pos), int(has_gauss), float(cached)],
+        "torch": base64.b64encode(torch.get_rng_state().numpy().tobytes()).decode(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = [base64.b64encode(s.numpy().tobytes()).decode() for s in torch.cuda.get_rng_state_all()]
+    return state
+
+
+def restore_rng(state: dict[str, Any]) -> None:
+    """Inverse of ``capture_rng``."""
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    kind, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(torch.frombuffer(bytearray(base64.b64decode(state["torch"])), dtype=torch.uint8))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(
+            [torch.frombuffer(bytearray(base64.b64decode(s)), dtype=torch.uint8) for s in state["cuda"]]
+        )
+
+
+# ---------------------------------------------------------------------------- save
+
+
+def save_checkpoint(run_dir: Path, iteration: int, policy: Any, updater: Any, rng_state: dict[str, Any]) -> Path:
+    """Write the checkpoint of ``iteration`` (policy weights, updater state, ``rng_state``) atomically.
+
+    ``policy`` is a ``Policy`` (``save``), ``updater`` an ``Updater`` (``state_dict``). Returns the
+    checkpoint folder. Older checkpoints beyond ``KEEP`` and stale temporary folders are removed.
+    """
+    root = checkpoint_dir(run_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    for stale in root.glob(f".tmp-{_PREFIX}*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    final = checkpoint_path(run_dir, iteration)
+    tmp = root / f".tmp-{final.name}"
+    tmp.mkdir()
+    policy.save(tmp / "policy")
+    torch.save(updater.state_dict(), tmp / "trainer.pt")
+    (tmp / "rng.json").write_text(json.dumps(rng_state), encoding="utf-8")
+    files = sorted(p for p in tmp.rglob("*") if p.is_file())
+    manifest = {
+        "iteration": iteration,
+        "files": {str(p.relative_to(tmp)): _sha256(p) for p in files},
+    }
+    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")
+    if final.exists():  # a resumed run saving the same iteration again
+        shutil.rmtree(final)
+    tmp.rename(final)
+    for old in list_checkpoints(run_dir)[:-KEEP]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+# ---------------------------------------------------------------------------- load
+
+
+def list_checkpoints(run_dir: Path) -> list[Path]:
+    """Complete checkpoint folders of a run, oldest first."""
+    root = checkpoint_dir(run_dir)
+    if not root.is_dir():
+        return []
+    found = [p for p in root.iterdir() if p.is_dir() and p.name.startswith(_PREFIX) and p.name[5:].isdigit()]
+    return sorted(found, key=lambda p: int(p.name[len(_PREFIX):]))
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    """The newest checkpoint folder of a run, or None when it has none."""
+    found = list_checkpoints(run_dir)
+    return found[-1] if found else None
+
+
+def verify_checkpoint(path: Path) -> dict[str, Any]:
+    """Read the manifest and check every file's sha256; returns the manifest.
+
+    Raises ``UsageError`` naming the manifest or the file that is missing, unreadable or altered.
+    """
+    manifest_path = Path(path) / MANIFEST
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        files = manifest["files"]
+        iteration = int(manifest["iteration"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"corrupt checkpoint: cannot read manifest {manifest_path} ({type(exc).__name__})") from None
+    if not files or iteration < 0:
+        raise UsageError(f"corrupt checkpoint: manifest {manifest_path} lists no files")
+    for rel, expected in files.items():
+        file = Path(path) / rel
+        try:
+            actual = _sha256(file)
+        except OSError as exc:
+            raise UsageError(f"corrupt checkpoint: cannot read {file} ({type(exc).__name__})") from None
+        if actual != expected:
+            raise UsageError(f"corrupt checkpoint: {file} does not match its sha256 in {manifest_path}")
+    return manifest
+
+
+@dataclass
+class Restored:
+    """What ``load_checkpoint`` hands back besides the weights it loads in place."""
+
+    iteration: int
+    rng_state: dict[str, Any]
+    path: Path
+
+
+def load_checkpoint(path: Path, policy: Any, updater: Any) -> Restored:
+    """Verify ``path``, load the policy weights and updater state into the given objects."""
+    manifest = verify_checkpoint(path)
+    path = Path(path)
+    try:
+        policy.load_weights(path / "policy")
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise UsageError(f"corrupt checkpoint: cannot load weights from {path / 'policy'} ({exc})") from None
+    try:
+        updater.load_state_dict(torch.load(path / "trainer.pt", map_location="cpu", weights_only=True))
+    except (OSError, ValueError, RuntimeError, KeyError) as exc:
+        raise UsageError(f"corrupt checkpoint: cannot load {path / 'trainer.pt'} ({exc})") from None
+    try:
+        rng_state = json.loads((path / "rng.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"corrupt checkpoint: cannot read {path / 'rng.json'} ({exc})") from None
+    return Restored(iteration=int(manifest["iteration"]), rng_state=rng_state, path=path)

@@ -1,0 +1,407 @@
+"""The acting and learning language model: loading, LoRA or full fine-tuning, the reference policy,
+batched generation with a KV cache, and response-token log-probs (SPEC 3, policy side).
+
+Precision (``dtype: auto``), on a GPU or a CPU with native bf16 (AVX512-BF16 / AMX): a LoRA base is
+stored in bf16 (adapters float32), a fully trained model in float32, and bf16 autocast runs the
+matmuls; elsewhere everything is float32. The output projection that produces training log-probs
+always runs in float32 outside autocast, so ratios and KL are not bf16-rounded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import inspect
+import os
+import shutil
+import tempfile
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gagpo_cli.config import ModelConfig
+
+ADAPTER_FILE = "adapter_model.safetensors"
+FULL_WEIGHTS_FILE = "model.safetensors"
+
+
+@dataclass
+class Generation:
+    """One generated response."""
+
+    prompt_ids: list[int]
+    response_ids: list[int]  # generated ids, EOS included if emitted, no padding
+    text: str  # decoded response, special tokens stripped
+    truncated: bool  # stopped by max_new_tokens
+
+
+@dataclass
+class MicroBatch:
+    """Step rows (prompt + response) right-padded to one length, ready for a training forward pass."""
+
+    input_ids: torch.Tensor  # (B, L) prompt then response, right padding
+    attention_mask: torch.Tensor  # (B, L) 1 on real tokens
+    target_positions: torch.Tensor  # (B, R) position whose hidden state predicts each response token
+    targets: torch.Tensor  # (B, R) the response tokens
+    response_mask: torch.Tensor  # (B, R) float, 1 on real response tokens
+    prompt_last: torch.Tensor  # (B,) position of each prompt's last token (the state s_t for a critic)
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.attention_mask.sum())
+
+
+@dataclass
+class ForwardOutput:
+    logprobs: torch.Tensor  # (B, R) log pi(response token | prefix), 0 on padding
+    entropy: torch.Tensor | None  # (B, R) entropy of the next-token distribution, if asked
+    prompt_hidden: torch.Tensor | None  # (B, H) last hidden state at each prompt's last token, if asked
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` -> cuda when available, else cpu; anything else as torch reads it."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ValueError(f"model.device '{name}' is not a device (auto, cpu, cuda, cuda:N)") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"model.device '{name}' asked for CUDA but no GPU is visible")
+    return device
+
+
+def cpu_supports_bf16() -> bool:
+    """True when this CPU has native bf16 matmul units (AVX512-BF16 or AMX), where autocast pays off."""
+    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(getattr(torch.cpu, name, lambda: False)() for name in checks)
+
+
+def resolve_precision(dtype: str, device: torch.device, lora: bool) -> tuple[torch.dtype, torch.dtype | None]:
+    """(weight dtype, autocast dtype or None) for the ``model.dtype`` setting."""
+    if dtype == "float32":
+        return torch.float32, None
+    if dtype == "bfloat16":
+        return torch.bfloat16, None
+    if dtype != "auto":
+        raise ValueError(f"model.dtype '{dtype}' is not one of auto, float32, bfloat16")
+    if device.type == "cuda" or cpu_supports_bf16():
+        # A frozen LoRA base lives in bf16 (no per-call weight casts; adapters stay float32);
+        # fully trained weights keep float32 master copies and run under autocast.
+        return (torch.bfloat16 if lora else torch.float32), torch.bfloat16
+    return torch.float32, None
+
+
+def _forward_kwarg_names(model: nn.Module) -> tuple[str, str]:
+    """Names of the KV-cache and logits-to-keep arguments (transformers renamed both across versions)."""
+    params = inspect.signature(model.forward).parameters
+    cache = "cache" if "cache" in params else "past_key_values"
+    keep = "logits_to_keep" if "logits_to_keep" in params else "num_logits_to_keep"
+    return cache, keep
+
+
+class Policy:
+    """A causal LM with its tokenizer, trained by LoRA (reference = adapter disabled) or fully
+    (reference = a frozen copy made at load time)."""
+
+    def __init__(self, model: nn.Module, tokenizer, cfg: ModelConfig, *, reference: nn.Module | None,
+                 device: torch.device, autocast_dtype: torch.dtype | None) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.cfg = cfg
+        self.reference = reference
+        self.device = device
+        self.autocast_dtype = autocast_dtype
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.eos_ids = self._eos_ids()
+        self._cache_arg, self._keep_arg = _forward_kwarg_names(self.base_model)
+
+    # ------------------------------------------------------------------------------ construction
+
+    @classmethod
+    def load(cls, cfg: ModelConfig, *, seed: int = 0) -> Policy:
+        """Load ``cfg.name`` (alias, local folder or hub id, through ``resolve_model``) and wrap it."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from gagpo_cli.models import resolve_model
+
+        path = resolve_model(cfg.name)
+        device = resolve_device(cfg.device)
+        weight_dtype, _ = resolve_precision(cfg.dtype, device, cfg.lora)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=weight_dtype)
+        return cls.from_pretrained_objects(model, tokenizer, cfg, seed=seed)
+
+    @classmethod
+    def from_pretrained_objects(cls, model: nn.Module, tokenizer, cfg: ModelConfig, *, seed: int = 0) -> Policy:
+        """Wrap an already built model and tokenizer: device, precision, LoRA adapter or reference copy."""
+        device = resolve_device(cfg.device)
+        weight_dtype, autocast_dtype = resolve_precision(cfg.dtype, device, cfg.lora)
+        model = model.to(device=device, dtype=weight_dtype)
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        reference = None
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)  # the LoRA A matrices are random; B starts at zero
+            if cfg.lora:
+                from peft import LoraConfig, get_peft_model
+
+                for p in model.parameters():
+                    p.requires_grad_(False)
+                lora = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+                                  target_modules=list(cfg.lora_targets), task_type="CAUSAL_LM")
+                try:
+                    with warnings.catch_warnings():  # peft calls a transformers API deprecated in v5
+                        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing", category=FutureWarning)
+                        model = get_peft_model(model, lora)
+                except ValueError as exc:
+                    raise ValueError(f"model.lora_targets {cfg.lora_targets} do not fit this model: "
+                                     f"{str(exc).splitlines()[0]}") from None
+            else:
+                reference = copy.deepcopy(model).eval()
+                for p in reference.parameters():
+                    p.requires_grad_(False)
+        model.eval()  # dropout only when a LoRA dropout is set and we train (see train_mode)
+        return cls(model, tokenizer, cfg, reference=reference, device=device, autocast_dtype=autocast_dtype)
+
+    def _eos_ids(self) -> list[int]:
+        ids = {self.tokenizer.eos_token_id}
+        gen_cfg = getattr(self.base_model, "generation_config", None)
+        extra = getattr(gen_cfg, "eos_token_id", None)
+        ids.update(extra if isinstance(extra, list) else [extra])
+        return sorted(i for i in ids if i is not None)
+
+    # ------------------------------------------------------------------------------ helpers
+
+    @property
+    def base_model(self) -> nn.Module:
+        """The transformers model (with LoRA layers injected when LoRA is on)."""
+        return self.model.get_base_model() if self.cfg.lora else self.model
+
+    def trainable_parameters(self) -> list[nn.Parameter]:
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.base_model.get_output_embeddings().weight.shape[1])
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.autocast_dtype)
+
+    @contextlib.contextmanager
+    def _acting(self, reference: bool) -> Iterator[nn.Module]:
+        """The transformers model to call: the policy, or the reference (adapter off / frozen copy)."""
+        if not reference:
+            yield self.base_model
+        elif self.cfg.lora:
+            with self.model.disable_adapter():
+                yield self.base_model
+        else:
+            yield self.reference
+
+    def chat_prompt(self, user_text: str) -> list[int]:
+        """Token ids of a one-message chat, ending with the assistant turn's opening."""
+        text = self.tokenizer.apply_chat_template([{"role": "user", "content": user_text}],
+                                                  add_generation_prompt=True, tokenize=False)
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    # ------------------------------------------------------------------------------ generation
+
+    def _sample(self, logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> torch.Tensor:
+        if temperature == 0:
+            return logits.argmax(-1)
+        probs = torch.softmax(logits.float() / temperature, dim=-1)
+        if generator is not None and generator.device != probs.device:
+            return torch.multinomial(probs.to(generator.device), 1, generator=generator).squeeze(-1).to(probs.device)
+        return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+    @torch.no_grad()
+    def generate(self, prompts: list[list[int]], *, temperature: float, max_new_tokens: int,
+                 generator: torch.Generator | None = None) -> list[Generation]:
+        """Sample one response per prompt, all prompts in ONE batched loop with a KV cache.
+
+        Left padding; each row stops at its first EOS (kept in ``response_ids``) or at
+        ``max_new_tokens``; finished rows leave the batch (their cache rows are dropped).
+        Temperature 0 is greedy. Deterministic for a given ``generator`` state.
+        """
+        from transformers import DynamicCache
+
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        if any(len(p) == 0 for p in prompts):
+            raise ValueError("generate: every prompt needs at least one token")
+        n = len(prompts)
+        responses: list[list[int]] = [[] for _ in range(n)]
+        truncated = [False] * n
+        if n == 0 or max_new_tokens <= 0:
+            return self._generations(prompts, responses, [max_new_tokens <= 0] * n)
+
+        width = max(len(p) for p in prompts)
+        input_ids = torch.full((n, width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((n, width), dtype=torch.long)
+        for i, p in enumerate(prompts):
+            input_ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
+            mask[i, width - len(p):] = 1
+        input_ids, mask = input_ids.to(self.device), mask.to(self.device)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        eos = torch.tensor(self.eos_ids, device=self.device)
+        model = self.base_model
+        try:
+            cache = DynamicCache(config=model.config)
+        except TypeError:  # transformers < 4.56 builds caches without a config
+            cache = DynamicCache()
+        live = torch.arange(n, device=self.device)  # original row of each current batch row
+        next_pos = positions[:, -1] + 1
+        with self.autocast():
+            out = model(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True,
+                        **{self._cache_arg: cache, self._keep_arg: 1})
+            for step in range(max_new_tokens):
+                token = self._sample(out.logits[:, -1, :], temperature, generator)
+                for row, tok in zip(live.tolist(), token.tolist(), strict=True):
+                    responses[row].append(tok)
+                done = torch.isin(token, eos)
+                if step == max_new_tokens - 1:
+                    for row in live[~done].tolist():
+                        truncated[row] = True
+                    break
+                if done.all():
+                    break
+                if done.any():  # drop finished rows from the batch and the cache
+                    keep = (~done).nonzero().squeeze(-1)
+                    cache.batch_select_indices(keep)
+                    live, token, mask, next_pos = live[keep], token[keep], mask[keep], next_pos[keep]
+                mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
+                out = model(input_ids=token[:, None], attention_mask=mask, position_ids=next_pos[:, None],
+                            use_cache=True, **{self._cache_arg: cache})
+                next_pos = next_pos + 1
+        return self._generations(prompts, responses, truncated)
+
+    def _generations(self, prompts, responses, truncated) -> list[Generation]:
+        return [Generation(prompt_ids=list(p), response_ids=r, truncated=t,
+                           text=self.tokenizer.decode(r, skip_special_tokens=True))
+                for p, r, t in zip(prompts, responses, truncated, strict=True)]
+
+    # ------------------------------------------------------------------------------ log-probs
+
+    def collate(self, rows: list[tuple[list[int], list[int]]]) -> MicroBatch:
+        """Right-pad (prompt, response) rows to the longest row of this micro-batch."""
+        width = max(len(p) + len(r) for p, r in rows)
+        resp_width = max(max(len(r) for _, r in rows), 1)
+        b = len(rows)
+        input_ids = torch.full((b, width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((b, width), dtype=torch.long)
+        response_mask = torch.zeros((b, resp_width))
+        prompt_lens = torch.tensor([len(p) for p, _ in rows])
+        for i, (p, r) in enumerate(rows):
+            input_ids[i, : len(p) + len(r)] = torch.tensor(p + r, dtype=torch.long)
+            attention[i, : len(p) + len(r)] = 1
+            response_mask[i, : len(r)] = 1
+        # The hidden state at position j predicts the token at j + 1.
+        target_positions = (prompt_lens[:, None] - 1 + torch.arange(resp_width)).clamp(max=width - 2)
+        targets = input_ids.gather(1, target_positions + 1)
+        return MicroBatch(input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device),
+                          target_positions=target_positions.to(self.device), targets=targets.to(self.device),
+                          response_mask=response_mask.to(self.device), prompt_last=(prompt_lens - 1).to(self.device))
+
+    def forward(self, batch: MicroBatch, *, reference: bool = False, with_entropy: bool = False,
+                with_prompt_hidden: bool = False) -> ForwardOutput:
+        """Log-probs of the response tokens (and optionally their entropy and the prompt's last hidden
+        state) under the policy or, with ``reference=True``, the reference policy. Gradients flow
+        unless the caller disables them."""
+        with self._acting(reference) as model, self.autocast():
+            hidden = model.get_decoder()(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                                         use_cache=False).last_hidden_state
+            size = hidden.shape[-1]
+            picked = hidden.gather(1, batch.target_positions[..., None].expand(-1, -1, size))
+            head = model.get_output_embeddings()
+            with torch.autocast(device_type=self.device.type, enabled=False):
+                bias = None if head.bias is None else head.bias.float()
+                logits = F.linear(picked.float(), head.weight.float(), bias)
+        log_dist = F.log_softmax(logits, dim=-1)
+        logprobs = log_dist.gather(-1, batch.targets[..., None]).squeeze(-1) * batch.response_mask
+        entropy = None
+        if with_entropy:
+            entropy = -(log_dist.exp() * log_dist).sum(-1) * batch.response_mask
+        prompt_hidden = None
+        if with_prompt_hidden:
+            rows = torch.arange(hidden.shape[0], device=hidden.device)
+            prompt_hidden = hidden[rows, batch.prompt_last].float()
+        return ForwardOutput(logprobs=logprobs, entropy=entropy, prompt_hidden=prompt_hidden)
+
+    def prompt_hidden(self, prompts: list[list[int]]) -> torch.Tensor:
+        """(B, H) float32 last hidden state at each prompt's last token (the state s_t, for a critic)."""
+        width = max(len(p) for p in prompts)
+        input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((len(prompts), width), dtype=torch.long)
+        for i, p in enumerate(prompts):
+            input_ids[i, : len(p)] = torch.tensor(p, dtype=torch.long)
+            attention[i, : len(p)] = 1
+        last = torch.tensor([len(p) - 1 for p in prompts], device=self.device)
+        with self._acting(False) as model, self.autocast():
+            hidden = model.get_decoder()(input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device),
+                                         use_cache=False).last_hidden_state
+        return hidden[torch.arange(len(prompts), device=self.device), last].float()
+
+    @contextlib.contextmanager
+    def train_mode(self) -> Iterator[None]:
+        """Training mode (LoRA dropout active) for the duration of a gradient pass."""
+        self.model.train()
+        try:
+            yield
+        finally:
+            self.model.eval()
+
+    # ------------------------------------------------------------------------------ weights
+
+    def save(self, directory: Path) -> None:
+        """Write the trained weights (the LoRA adapter, or the full model) as safetensors, atomically:
+        a temporary folder beside ``directory`` renamed over it."""
+        directory = Path(directory)
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+        try:
+            if self.cfg.lora:
+                self.model.save_pretrained(str(tmp))  # adapter_config.json + adapter_model.safetensors
+            else:
+                from safetensors.torch import save_model
+
+                save_model(self.model, str(tmp / FULL_WEIGHTS_FILE))
+            old = None
+            if directory.exists():
+                old = directory.with_name(f".{directory.name}.old-{os.getpid()}")
+                os.replace(directory, old)
+            os.replace(tmp, directory)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+    def load_weights(self, directory: Path) -> None:
+        """Load weights written by ``save`` into this policy."""
+        directory = Path(directory)
+        if self.cfg.lora:
+            from peft import set_peft_model_state_dict
+            from safetensors.torch import load_file
+
+            path = directory / ADAPTER_FILE
+            if not path.is_file():
+                raise FileNotFoundError(f"no LoRA adapter at {path}")
+            result = set_peft_model_state_dict(self.model, load_file(str(path), device=str(self.device)))
+            missing = [k for k in getattr(result, "unexpected_keys", []) if "lora_" in k]
+            if missing:
+                raise ValueError(f"adapter at {path} does not match this model: {missing[0]} ...")
+        else:
+            from safetensors.torch import load_model
+
+            path = directory / FULL_WEIGHTS_FILE
+            if not path.is_file():
+                raise FileNotFoundError(f"no model weights at {path}")
+            load_model(self.model, str(path), device=str(self.device))

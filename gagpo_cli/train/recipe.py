@@ -1,0 +1,353 @@
+"""The training loop, top to bottom, as the paper's algorithm.
+
+For each iteration:
+  1. sample N task instances (deterministic in (seed, iteration)); K rollouts of each, same seed;
+  2. roll out all N x K episodes together (``rollout.collect``, temperature 1.0, SPEC 6 rewards);
+  3. (ppo only) critic values V(s_t) of every step row;
+  4. one advantage per step row from the registered estimator (SPEC 3-5) on the ``StepBatch``;
+  5. the policy update (``Updater.update``: old/reference log-probs, then the clipped loss in the
+     estimator's ratio mode);
+  6. records: one ``metrics.jsonl`` line (train/*, actor/*, adv/*, stepgroup/*, timing/*, perf/*);
+  7. every ``eval_every`` iterations, an evaluation at temperature 0.4 (eval/*);
+  8. every ``save_every`` iterations and at the end, a checkpoint.
+After the last iteration the final policy is evaluated into ``eval.json``.
+
+Ctrl-C finishes the iteration in flight (or abandons its rollout, which changes nothing), saves a
+checkpoint and raises ``TrainingInterrupted``; a second Ctrl-C stops at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import random
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+
+from gagpo_cli import plugins
+from gagpo_cli.atomic import atomic_write_json
+from gagpo_cli.config import ExperimentConfig, load_config, write_resolved_config
+from gagpo_cli.errors import UsageError
+from gagpo_cli.train.checkpoint import (
+    capture_rng,
+    checkpoint_path,
+    latest_checkpoint,
+    load_checkpoint,
+    restore_rng,
+    save_checkpoint,
+)
+from gagpo_cli.train.records import METRICS_FILE, WANDB_MODES, RunRecords, truncate_metrics
+from gagpo_cli.train.rollout import RolloutInterrupted, TaskSpec, collect, summary_metrics
+
+# Settings a resumed run may change; any other difference from the saved config is an error.
+RESUMABLE_CHANGES = ("description", "train.iterations", "train.save_every", "train.eval_every",
+                     "train.eval_episodes", "env.workers", "logging.")
+
+
+class TrainingInterrupted(Exception):
+    """Ctrl-C stopped the run after saving ``checkpoint`` (resume with ``--resume``)."""
+
+    def __init__(self, run_dir: Path, checkpoint: Path) -> None:
+        super().__init__(f"interrupted; saved {checkpoint}; continue with --resume")
+        self.run_dir = run_dir
+        self.checkpoint = checkpoint
+
+
+# ---------------------------------------------------------------------------- setup
+
+
+def run_name(cfg: ExperimentConfig) -> str:
+    """``logging.run_name``, or ``<experiment>-<estimator>-<env>-s<seed>``."""
+    return cfg.logging.run_name or f"{cfg.name}-{cfg.estimator.name}-{cfg.env.name}-s{cfg.train.seed}"
+
+
+def _check_settings(cfg: ExperimentConfig) -> None:
+    """Values the config types allow but training cannot use."""
+    positive = {"train.iterations": cfg.train.iterations, "train.save_every": cfg.train.save_every,
+                "rollout.tasks_per_batch": cfg.rollout.tasks_per_batch, "rollout.group_size": cfg.rollout.group_size,
+                "rollout.max_new_tokens": cfg.rollout.max_new_tokens}
+    at_least_zero = {"train.eval_every": cfg.train.eval_every, "train.eval_episodes": cfg.train.eval_episodes,
+                     "env.history": cfg.env.history, "rollout.temperature": cfg.rollout.temperature,
+                     "rollout.eval_temperature": cfg.rollout.eval_temperature}
+    if cfg.logging.wandb not in WANDB_MODES:
+        raise UsageError(f"logging.wandb must be one of {', '.join(WANDB_MODES)}, got '{cfg.logging.wandb}'")
+    if cfg.env.max_steps is not None:
+        positive["env.max_steps"] = cfg.env.max_steps
+    for key, value in positive.items():
+        if value < 1:
+            raise UsageError(f"{key} must be at least 1, got {value}")
+    for key, value in at_least_zero.items():
+        if value < 0:
+            raise UsageError(f"{key} must be >= 0, got {value}")
+
+
+def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict) and key != "options":
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _prepare_run_dir(cfg: ExperimentConfig, resume: bool) -> Path:
+    """Create (or, on resume, check) the run directory and write the resolved ``config.yaml``."""
+    run_dir = Path(cfg.logging.output_dir) / run_name(cfg)
+    if resume:
+        if latest_checkpoint(run_dir) is None:
+            raise UsageError(f"--resume: no checkpoint in {run_dir / 'checkpoints'} to continue from")
+        saved_file = run_dir / "config.yaml"
+        try:
+            saved = _flat(yaml.safe_load(saved_file.read_text(encoding="utf-8")))
+        except (OSError, yaml.YAMLError, AttributeError) as exc:
+            raise UsageError(f"--resume: cannot read {saved_file} ({type(exc).__name__})") from None
+        now = _flat(cfg.to_dict())
+        changed = sorted(k for k in now.keys() | saved.keys()
+                         if now.get(k) != saved.get(k) and not k.startswith(RESUMABLE_CHANGES))
+        if changed:
+            raise UsageError(f"--resume: the config differs from the run's {saved_file} in {', '.join(changed)}")
+    elif (run_dir / METRICS_FILE).exists() or (run_dir / "checkpoints").exists():
+        raise UsageError(f"run directory {run_dir} already holds a run; continue it with --resume "
+                         "or choose another --run-name / --output-dir")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_resolved_config(cfg, run_dir)
+    return run_dir
+
+
+def seed_everything(seed: int) -> None:
+    """Seed python, numpy and torch (CPU and CUDA) global generators."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def sample_tasks(cfg: ExperimentConfig, num_tasks: int, iteration: int) -> tuple[list[TaskSpec], int]:
+    """The batch of ``iteration``: N distinct task instances (while the split has N) x K rollouts with a
+    shared seed per group; plus the seed of the iteration's sampling generator. Deterministic in
+    (train.seed, iteration)."""
+    rng = np.random.default_rng([cfg.train.seed, iteration])
+    n, k = cfg.rollout.tasks_per_batch, cfg.rollout.group_size
+    task_ids = rng.choice(num_tasks, size=n, replace=n > num_tasks)
+    env_seeds = rng.integers(0, 2**31 - 1, size=n)
+    specs = [TaskSpec(cfg.env.train_split, int(task_ids[g]), int(env_seeds[g]), g) for g in range(n) for _ in range(k)]
+    return specs, int(rng.integers(0, 2**63 - 1))
+
+
+@dataclass
+class StopFlag:
+    """Set by the first Ctrl-C."""
+
+    requested: bool = False
+
+
+@contextlib.contextmanager
+def stop_on_sigint() -> Iterator[StopFlag]:
+    """The first SIGINT asks the loop to stop at a safe point; the second one interrupts at once."""
+    flag = StopFlag()
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum: int, frame: Any) -> None:
+        flag.requested = True
+        signal.signal(signal.SIGINT, previous)
+        print("\nstopping: saving a checkpoint at the next safe point (Ctrl-C again to quit now)", file=sys.stderr)
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+# ---------------------------------------------------------------------------- the loop
+
+
+def train(cfg: ExperimentConfig, *, resume: bool = False, policy: Any = None, env_pool: Any = None) -> Path:
+    """Train ``cfg``'s model on its environment with its estimator; returns the run directory.
+
+    ``policy`` (a ``Policy``) and ``env_pool`` (an ``EnvPool``) replace the ones the config names
+    (tests, custom environments); the caller keeps owning a pool it passes. ``resume`` continues
+    from the run's newest checkpoint. Unknown estimator/environment names and bad settings raise
+    ``ValueError``/``UsageError`` before any model is loaded. Ctrl-C raises ``TrainingInterrupted``.
+    """
+    from estimators import get_estimator
+
+    estimator = get_estimator(cfg.estimator.name, **cfg.estimator.options)
+    if env_pool is None:
+        plugins.load(plugins.ENVIRONMENTS, cfg.env.name)  # unknown name: ValueError listing the valid ones
+    _check_settings(cfg)
+    run_dir = _prepare_run_dir(cfg, resume)
+    print(f"{'resuming' if resume else 'training'} {cfg.estimator.name} on {cfg.env.name} with {cfg.model.name} "
+          f"for {cfg.train.iterations} iterations (seed {cfg.train.seed}) in {run_dir}", flush=True)
+    seed_everything(cfg.train.seed)
+    if env_pool is not None:
+        return _train(cfg, run_dir, resume, estimator, policy, env_pool)
+    from environments.pool import EnvPool
+
+    with EnvPool(cfg.env.name, cfg.env.options, workers=cfg.env.workers) as pool:
+        return _train(cfg, run_dir, resume, estimator, policy, pool)
+
+
+def _split(info: Any, split: str, key: str) -> str:
+    if split not in info.splits:
+        raise UsageError(f"{key} '{split}' is not a split of {info.name}; valid: {', '.join(info.splits)}")
+    return split
+
+
+def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, estimator: Any, policy: Any, pool: Any) -> Path:
+    from gagpo_cli.train.policy import Policy
+    from gagpo_cli.train.update import Updater
+
+    info = pool.environment_info
+    train_tasks = pool.num_tasks(_split(info, cfg.env.train_split, "env.train_split"))
+    eval_split = _split(info, cfg.env.eval_split or info.splits[-1], "env.eval_split")
+    if policy is None:
+        policy = Policy.load(cfg.model, seed=cfg.train.seed)
+    updater = Updater(policy, estimator, cfg.optim)
+    start = 0
+    if resume:
+        restored = load_checkpoint(latest_checkpoint(run_dir), policy, updater)
+        restore_rng(restored.rng_state)
+        truncate_metrics(run_dir, restored.iteration)
+        start = restored.iteration
+    records = RunRecords(run_dir, wandb_mode=cfg.logging.wandb, project=cfg.logging.wandb_project,
+                         run_name=run_dir.name, config=cfg.to_dict())
+    evaluation: dict[str, Any] | None = None
+    try:
+        with stop_on_sigint() as stop:
+            for iteration in range(start + 1, cfg.train.iterations + 1):
+                rng_before = capture_rng()
+                try:
+                    metrics = _iteration(cfg, iteration, policy, pool, estimator, updater, train_tasks, stop)
+                except RolloutInterrupted:  # nothing changed yet: the state is the previous iteration's
+                    saved = checkpoint_path(run_dir, iteration - 1)
+                    if not saved.exists():
+                        saved = save_checkpoint(run_dir, iteration - 1, policy, updater, rng_before)
+                    raise TrainingInterrupted(run_dir, saved) from None
+                evaluation = None
+                if cfg.train.eval_every and iteration % cfg.train.eval_every == 0 and cfg.train.eval_episodes:
+                    evaluation = evaluate_policy(cfg, policy, pool, eval_split)
+                    metrics.update(summary_metrics(evaluation, "eval"))
+                    metrics["timing/eval_s"] = evaluation["seconds"]
+                records.log(iteration, metrics)
+                print(progress_line(iteration, cfg.train.iterations, metrics), flush=True)
+                last = iteration == cfg.train.iterations
+                if iteration % cfg.train.save_every == 0 or last or stop.requested:
+                    saved = save_checkpoint(run_dir, iteration, policy, updater, capture_rng())
+                if stop.requested:
+                    raise TrainingInterrupted(run_dir, saved)
+    finally:
+        records.close()
+    if cfg.train.eval_episodes:
+        if evaluation is None:
+            evaluation = evaluate_policy(cfg, policy, pool, eval_split)
+        atomic_write_json(run_dir / "eval.json", {"iteration": cfg.train.iterations, **evaluation})
+    return run_dir
+
+
+def _iteration(cfg: ExperimentConfig, iteration: int, policy: Any, pool: Any, estimator: Any, updater: Any,
+               train_tasks: int, stop: StopFlag) -> dict[str, float]:
+    """Steps 1-6 of the module docstring for one iteration; returns its metrics."""
+    from gagpo_cli.train.update import StepSample
+
+    began = time.perf_counter()
+    tasks, sampling_seed = sample_tasks(cfg, train_tasks, iteration)
+    rollout = collect(
+        policy, pool, tasks, max_steps=cfg.env.max_steps or pool.environment_info.max_steps,
+        history=cfg.env.history, temperature=cfg.rollout.temperature, max_new_tokens=cfg.rollout.max_new_tokens,
+        success_reward=cfg.rollout.success_reward, invalid_penalty=cfg.rollout.invalid_penalty,
+        generator=torch.Generator().manual_seed(sampling_seed), should_stop=lambda: stop.requested,
+    )
+    rollout_s = time.perf_counter() - began
+
+    began = time.perf_counter()
+    samples = [StepSample(prompt_ids=r.prompt_ids, response_ids=r.response_ids) for r in rollout.rows]
+    values = updater.values(samples) if estimator.needs_critic else None  # SPEC 5 ppo: V_phi(s_t)
+    estimate = estimator.estimate(rollout.step_batch(values))
+    for i, sample in enumerate(samples):
+        sample.advantage = float(estimate.advantages[i])  # every token of the action shares it (SPEC 2)
+        if estimate.returns is not None:
+            sample.value_target = float(estimate.returns[i])
+    estimate_s = time.perf_counter() - began
+
+    metrics: dict[str, float] = rollout.metrics("train", pool.environment_info.task_types)
+    metrics["train/step_rows"] = float(len(rollout.rows))
+    metrics.update(estimate.diagnostics)
+    metrics.update(updater.update(samples))
+    metrics.update({
+        "timing/rollout_s": rollout_s,
+        "timing/generate_s": rollout.generate_s,
+        "timing/env_s": rollout.env_s,
+        "timing/estimate_s": estimate_s,
+        "timing/iteration_s": time.perf_counter() - began + rollout_s,
+        "perf/generate_tokens_per_s": rollout.generated_tokens / max(rollout.generate_s, 1e-9),
+    })
+    return metrics
+
+
+def progress_line(iteration: int, iterations: int, metrics: dict[str, float]) -> str:
+    """One line per iteration for the log: success, score, KL, time (and evaluation success when run)."""
+    line = (f"iter {iteration}/{iterations}: success {metrics['train/success_rate']:.1f}% "
+            f"score {metrics['train/score']:.1f} valid {metrics['train/valid_action_ratio']:.2f} "
+            f"kl {metrics.get('actor/kl', 0.0):.4f} ({metrics['timing/iteration_s']:.1f}s)")
+    if "eval/success_rate" in metrics:
+        line += f" | eval success {metrics['eval/success_rate']:.1f}% score {metrics['eval/score']:.1f}"
+    return line
+
+
+def evaluate_policy(cfg: ExperimentConfig, policy: Any, pool: Any, split: str) -> dict[str, Any]:
+    """Evaluate the policy at the evaluation temperature on ``train.eval_episodes`` episodes of
+    ``split``, through ``gagpo_cli.evaluate`` (the episodes ``gagpo eval --seed <train.seed>`` plays)."""
+    from gagpo_cli.evaluate import derive_seed, run_episodes, summarize
+    from gagpo_cli.train.agent import ModelAgent
+
+    began = time.perf_counter()
+    agent = ModelAgent.from_config(policy, cfg, name="training policy", seed=cfg.train.seed)
+    n_tasks = pool.num_tasks(split)
+    specs = [(split, i % n_tasks, derive_seed(cfg.train.seed, i)) for i in range(cfg.train.eval_episodes)]
+    episodes, env_steps, env_s = run_episodes(pool, agent, specs, batch_size=cfg.rollout.tasks_per_batch
+                                              * cfg.rollout.group_size)
+    summary = summarize(episodes, env_steps, env_s, pool.environment_info.task_types)
+    return {"env": pool.environment_info.name, "split": split, "seed": cfg.train.seed, **summary,
+            "per_episode": [dataclasses.asdict(e) for e in episodes], "seconds": time.perf_counter() - began}
+
+
+# ---------------------------------------------------------------------------- command line
+
+# `gagpo train` flags -> the config field each one sets
+FLAG_FIELDS = {"estimator": "estimator.name", "env": "env.name", "model": "model.name", "lora": "model.lora",
+               "iterations": "train.iterations", "seed": "train.seed", "output_dir": "logging.output_dir",
+               "run_name": "logging.run_name", "wandb": "logging.wandb"}
+
+
+def config_from_cli(experiment: str | None, sets: list[str], flags: dict[str, Any]) -> ExperimentConfig:
+    """The experiment file (or built-in name), then ``--set KEY=VALUE`` overrides, then the named flags
+    (``FLAG_FIELDS``; None = not given)."""
+    cfg = load_config(experiment, sets)
+    for flag, value in flags.items():
+        if value is not None:
+            section, key = FLAG_FIELDS[flag].split(".")
+            setattr(getattr(cfg, section), key, value)
+    return cfg
+
+
+def train_command(experiment: str | None, sets: list[str], flags: dict[str, Any], resume: bool) -> Path:
+    """What ``gagpo train`` does: build the config, train, print where the results are."""
+    from rich.console import Console
+
+    run_dir = train(config_from_cli(experiment, sets, flags), resume=resume)
+    Console().print(f"done: {run_dir} (config.yaml, metrics.jsonl, checkpoints/, eval.json)", highlight=False)
+    return run_dir

@@ -1,0 +1,123 @@
+"""Records of a run: ``metrics.jsonl`` (always), Weights & Biases (optional), progress bars.
+
+``metrics.jsonl`` holds one JSON object per completed iteration, ``{"iteration": i, ...metrics}``,
+appended with flush + fsync so a killed run loses at most the iteration in flight. On resume the
+file is cut back (atomically) to the iterations the checkpoint covers, so no line is duplicated.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import uuid
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from gagpo_cli.atomic import atomic_write_text
+from gagpo_cli.errors import UsageError
+
+WANDB_MODES = ("disabled", "offline", "online")
+METRICS_FILE = "metrics.jsonl"
+
+
+def _json_safe(value: Any) -> Any:
+    """Plain floats for JSON; NaN/inf become null (JSON has no such numbers)."""
+    value = float(value) if not isinstance(value, (int, str, bool)) else value
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
+    """Every line of a run's ``metrics.jsonl`` (empty list when there is none)."""
+    path = Path(run_dir) / METRICS_FILE
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def truncate_metrics(run_dir: Path, last_iteration: int) -> None:
+    """Keep only the lines of iterations <= ``last_iteration`` (atomic rewrite)."""
+    path = Path(run_dir) / METRICS_FILE
+    if not path.is_file():
+        return
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            keep = json.loads(line)["iteration"] <= last_iteration
+        except (ValueError, KeyError, TypeError):
+            keep = False  # a half-written last line of a killed run
+        if keep:
+            kept.append(line + "\n")
+    atomic_write_text(path, "".join(kept))
+
+
+def wandb_available_mode(requested: str) -> str:
+    """The W&B mode to use: ``online`` without a login falls back to ``offline`` with a warning."""
+    if requested not in WANDB_MODES:
+        raise UsageError(f"unknown wandb mode '{requested}'; valid: {', '.join(WANDB_MODES)}")
+    if requested != "online" or os.environ.get("WANDB_API_KEY"):
+        return requested
+    import wandb
+
+    if wandb.login(prompt=False, verify=False):  # finds a stored key; no network, no prompt
+        return "online"
+    warnings.warn("wandb online requested but no W&B login was found; logging offline instead", stacklevel=2)
+    return "offline"
+
+
+class RunRecords:
+    """Where a run's metrics go: the JSONL file and, if enabled, a W&B run in ``<run>/wandb``."""
+
+    def __init__(self, run_dir: Path, *, wandb_mode: str, project: str, run_name: str, config: dict[str, Any]):
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / METRICS_FILE
+        self.mode = wandb_available_mode(wandb_mode)
+        self._wandb_run = None
+        if self.mode != "disabled":
+            import wandb
+
+            id_file = self.run_dir / "wandb_id.txt"  # one W&B run across resumes
+            run_id = id_file.read_text().strip() if id_file.is_file() else uuid.uuid4().hex[:8]
+            atomic_write_text(id_file, run_id)
+            self._wandb_run = wandb.init(
+                project=project, name=run_name, id=run_id, resume="allow", mode=self.mode,
+                dir=str(self.run_dir), config=config,
+            )
+
+    def log(self, iteration: int, metrics: dict[str, Any]) -> None:
+        """Append one iteration's line (flush + fsync) and send it to W&B."""
+        line = {"iteration": iteration, **{k: _json_safe(v) for k, v in sorted(metrics.items())}}
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(line) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        if self._wandb_run is not None:
+            self._wandb_run.log(metrics, step=iteration)
+
+    def close(self) -> None:
+        """Finish the W&B run (a no-op when disabled)."""
+        if self._wandb_run is not None:
+            self._wandb_run.finish()
+            self._wandb_run = None
+
+
+@contextmanager
+def progress_bar(description: str, total: int) -> Iterator[Any]:
+    """A rich progress bar (shown only on a terminal); yields ``advance(n=1)``."""
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield lambda n=1: None
+        return
+    progress = Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=console, transient=True,
+    )
+    with progress:
+        task = progress.add_task(description, total=total)
+        yield lambda n=1: progress.advance(task, n)

@@ -1,0 +1,218 @@
+"""Rollout: many episodes stepped together, one batched ``generate`` per turn.
+
+Each turn, every live episode is prompted (``prompts.render_prompt``: task, step count, the last
+``history`` (observation, action) pairs, observation, admissible actions), the model answers all
+of them in ONE batched call, and the action is read from ``<action>...</action>``. An output
+without the tags is still sent to the environment (clipped), where it is an invalid no-op, and
+costs ``invalid_penalty``. Training reward (SPEC 6): ``success_reward`` x won at the episode's
+final step, minus ``invalid_penalty`` on each malformed step.
+
+``decide`` (prompt -> generate -> parse for a batch of episodes) is shared with the evaluation
+agent (``gagpo_cli.train.agent``), which runs under ``gagpo_cli.evaluate``'s episode loop.
+``collect`` is the training loop over the same step; ``Rollout.step_batch`` is the one place that
+turns step rows into the estimators' ``StepBatch`` (SPEC 2).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+
+from environments.base import Step
+from gagpo_cli.evaluate import EpisodeRecord, summarize
+from gagpo_cli.policies import SlotView
+from gagpo_cli.train.prompts import parse_action, render_prompt
+from gagpo_cli.train.records import progress_bar
+
+MALFORMED_CHARS = 200  # a malformed output reaches the environment (and later prompts) this short
+
+
+class TaskSpec(NamedTuple):
+    """One episode to run: which task instance, with which seed, in which rollout group."""
+
+    split: str
+    task_id: int
+    seed: int
+    group_id: int
+
+
+@dataclass
+class Decision:
+    """The model's answer for one live episode."""
+
+    prompt_ids: list[int]
+    response_ids: list[int]
+    action: str | None  # parsed from <action>...</action>; None when malformed
+    sent: str  # what the environment receives: the action, or the clipped raw output
+    truncated: bool  # the response hit max_new_tokens
+
+
+def decide(
+    policy: Any,
+    env_name: str,
+    views: Sequence[SlotView],
+    *,
+    history: int,
+    temperature: float,
+    max_new_tokens: int,
+    generator: torch.Generator | None = None,
+) -> list[Decision]:
+    """Prompt every view, generate all answers in one batched call, parse them; one ``Decision`` per view."""
+    prompts = [
+        policy.chat_prompt(render_prompt(
+            env_name, goal=v.goal, observation=v.observation, admissible_actions=v.admissible_actions,
+            history=v.history[-history:] if history > 0 else [], step_count=len(v.history),
+        ))
+        for v in views
+    ]
+    generations = policy.generate(prompts, temperature=temperature, max_new_tokens=max_new_tokens, generator=generator)
+    decisions = []
+    for prompt, gen in zip(prompts, generations, strict=True):
+        action = parse_action(gen.text)
+        sent = action if action is not None else gen.text.strip()[:MALFORMED_CHARS]
+        decisions.append(Decision(prompt, gen.response_ids, action, sent, gen.truncated))
+    return decisions
+
+
+@dataclass
+class StepRow:
+    """One environment step = one LLM call = one row of the step batch (SPEC 2)."""
+
+    group_id: int
+    traj_id: int
+    step_index: int
+    state_key: str  # key of the state the action was taken in
+    prompt_ids: list[int]
+    response_ids: list[int]
+    reward: float
+    terminated: bool
+    valid: bool  # the output had an action and the environment accepted it
+    malformed: bool  # no <action>...</action> in the output
+    truncated: bool  # the response hit max_new_tokens
+
+
+@dataclass
+class Rollout:
+    """Everything one batch of episodes produced."""
+
+    rows: list[StepRow] = field(default_factory=list)
+    episodes: list[EpisodeRecord] = field(default_factory=list)
+    generated_tokens: int = 0
+    generate_s: float = 0.0
+    env_s: float = 0.0
+
+    def step_batch(self, values: np.ndarray | None = None) -> Any:
+        """The estimators' ``StepBatch`` of these rows (``values``: critic V(s_t) per row, ppo only)."""
+        from estimators import StepBatch
+
+        return StepBatch(
+            group_ids=np.array([r.group_id for r in self.rows], dtype=np.int64),
+            traj_ids=np.array([r.traj_id for r in self.rows], dtype=np.int64),
+            step_index=np.array([r.step_index for r in self.rows], dtype=np.int64),
+            rewards=np.array([r.reward for r in self.rows], dtype=np.float64),
+            terminated=np.array([r.terminated for r in self.rows], dtype=bool),
+            state_keys=np.array([r.state_key for r in self.rows], dtype=object),
+            values=values,
+        )
+
+    def metrics(self, prefix: str, task_types: tuple[str, ...] = ()) -> dict[str, float]:
+        """``{prefix}/...``: the evaluation summary (success_rate, score, per_type/* in percent,
+        episode_length) plus the step-level ``valid_action_ratio``, ``malformed_ratio`` and
+        ``truncated_ratio`` (responses that hit max_new_tokens)."""
+        out = summary_metrics(summarize(self.episodes, len(self.rows), self.env_s, task_types), prefix)
+        out[f"{prefix}/valid_action_ratio"] = float(np.mean([r.valid for r in self.rows]))
+        out[f"{prefix}/malformed_ratio"] = float(np.mean([r.malformed for r in self.rows]))
+        out[f"{prefix}/truncated_ratio"] = float(np.mean([r.truncated for r in self.rows]))
+        return out
+
+
+def summary_metrics(summary: dict[str, Any], prefix: str) -> dict[str, float]:
+    """Flatten ``gagpo_cli.evaluate.summarize`` output into ``{prefix}/name`` metrics."""
+    out = {
+        f"{prefix}/success_rate": summary["success_rate"],
+        f"{prefix}/score": summary["score"],
+        f"{prefix}/episode_length": summary["mean_length"],
+        f"{prefix}/episodes": float(summary["episodes"]),
+        f"{prefix}/crashed_episodes": float(summary["crashed"]),
+    }
+    out.update({f"{prefix}/per_type/{t}": rate for t, rate in summary["per_type"].items()})
+    return out
+
+
+def collect(
+    policy: Any,
+    pool: Any,
+    tasks: Sequence[TaskSpec],
+    *,
+    max_steps: int,
+    history: int,
+    temperature: float,
+    max_new_tokens: int,
+    success_reward: float,
+    invalid_penalty: float,
+    generator: torch.Generator | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> Rollout:
+    """Run one episode per entry of ``tasks`` to its end or to ``max_steps`` steps; record every step.
+
+    ``policy`` is a ``Policy``, ``pool`` an ``EnvPool`` whose slot ``i`` runs ``tasks[i]`` (the
+    trajectory id of its rows is ``i``; its environment's name picks the prompt template).
+    ``should_stop`` is polled between turns; when it returns True, ``RolloutInterrupted`` is raised.
+    """
+    out = Rollout()
+    env_name = pool.environment_info.name
+    started = time.perf_counter()
+    views = [SlotView.start(i, r) for i, r in enumerate(pool.reset([(t.split, t.task_id, t.seed) for t in tasks]))]
+    out.env_s += time.perf_counter() - started
+    live = list(range(len(tasks)))
+
+    with progress_bar("rollout: turns", total=max_steps) as advance:
+        for step_index in range(max_steps):
+            if not live:
+                break
+            if should_stop is not None and should_stop():
+                raise RolloutInterrupted
+            started = time.perf_counter()
+            decisions = decide(policy, env_name, [views[i] for i in live], history=history,
+                               temperature=temperature, max_new_tokens=max_new_tokens, generator=generator)
+            out.generate_s += time.perf_counter() - started
+            started = time.perf_counter()
+            results = pool.step({i: d.sent for i, d in zip(live, decisions, strict=True)})
+            out.env_s += time.perf_counter() - started
+
+            for i, d in zip(live, decisions, strict=True):
+                step = results[i]
+                malformed = d.action is None
+                out.generated_tokens += len(d.response_ids)
+                out.rows.append(StepRow(
+                    group_id=tasks[i].group_id, traj_id=i, step_index=step_index,
+                    state_key=views[i].last.state_key, prompt_ids=d.prompt_ids, response_ids=d.response_ids,
+                    reward=success_reward * float(step.won) - invalid_penalty * float(malformed),
+                    terminated=step.done and not step.crashed,  # budget cut or engine crash: not an end (SPEC 2)
+                    valid=step.valid and not malformed, malformed=malformed, truncated=d.truncated,
+                ))
+                views[i].advance(d.sent, step)
+            live = [i for i in live if not results[i].done]
+            advance()
+    out.episodes = [_episode_record(task, view) for task, view in zip(tasks, views, strict=True)]
+    return out
+
+
+def _episode_record(task: TaskSpec, view: SlotView) -> EpisodeRecord:
+    last = view.last
+    finished = isinstance(last, Step) and last.done
+    return EpisodeRecord(
+        task_id=task.task_id, task_type=view.task_type, won=finished and last.won,
+        score=float(last.score) if finished else 0.0, length=len(view.history),
+        crashed=finished and last.crashed, truncated=not finished,
+        error=last.extra.get("error", "") if finished and last.crashed else "",
+    )
+
+
+class RolloutInterrupted(Exception):
+    """Raised by ``collect`` when ``should_stop`` asked it to stop between turns."""

@@ -1,0 +1,185 @@
+"""The policy update: one batch of step rows -> one optimizer step per epoch (SPEC 3 policy side,
+SPEC 5 ppo critic, SPEC 6 defaults).
+
+Order of work in ``Updater.update``:
+1. Plan micro-batches: rows sorted by length, longest first, each micro-batch holding as many rows as
+   fit ``token_budget`` once padded to its longest row (padding only within a micro-batch).
+2. Reference log-probs (no grad; LoRA adapter disabled, or the frozen copy) when the KL term is on.
+3. Old log-probs (no grad) from the model before the update. With one epoch the first gradient pass
+   runs on exactly those weights, so its detached log-probs ARE the old log-probs and the extra pass
+   is skipped.
+4. Each epoch: forward + backward per micro-batch, each loss share divided by full-batch counts, so
+   the accumulated gradient is the full-batch gradient; clip (norm reported before clipping); AdamW step.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from gagpo_cli.config import OptimConfig
+from gagpo_cli.train.critic import Critic
+from gagpo_cli.train.loss import LOSS_AGGS, RATIO_MODES, Denominators, clipped_value_loss, policy_loss
+from gagpo_cli.train.policy import MicroBatch, Policy
+
+
+@dataclass
+class StepSample:
+    """One step row, policy side; same order as the StepBatch rows."""
+
+    prompt_ids: list[int]
+    response_ids: list[int]
+    advantage: float = 0.0
+    value_target: float | None = None  # ppo only
+
+
+def plan_micro_batches(lengths: list[int], token_budget: int) -> list[list[int]]:
+    """Group row indices so that (rows x longest row) <= token_budget per group; longest rows first.
+
+    A row longer than the budget gets a micro-batch of its own.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    plan: list[list[int]] = []
+    for i in order:
+        if plan and lengths[plan[-1][0]] * (len(plan[-1]) + 1) <= token_budget:
+            plan[-1].append(i)  # sorted: the group's first row is its longest
+        else:
+            plan.append([i])
+    return plan
+
+
+class Updater:
+    """Trains a ``Policy`` with the loss the estimator declares (``ratio_mode``, ``loss_agg``) and, when
+    the estimator ``needs_critic``, a value head. Never reads the estimator's name."""
+
+    def __init__(self, policy: Policy, estimator, cfg: OptimConfig) -> None:
+        self.policy = policy
+        self.cfg = cfg
+        self.ratio_mode = estimator.ratio_mode
+        self.loss_agg = estimator.loss_agg
+        if self.ratio_mode not in RATIO_MODES:
+            raise ValueError(f"estimator ratio_mode '{self.ratio_mode}' is not one of {', '.join(RATIO_MODES)}")
+        if self.loss_agg not in LOSS_AGGS:
+            raise ValueError(f"estimator loss_agg '{self.loss_agg}' is not one of {', '.join(LOSS_AGGS)}")
+        if cfg.token_budget < 1 or cfg.epochs < 1:
+            raise ValueError("optim.token_budget and optim.epochs must be >= 1")
+        self.params = policy.trainable_parameters()
+        if not self.params:
+            raise ValueError("the policy has no trainable parameters")
+        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        needs_critic = bool(getattr(estimator, "needs_critic", False))
+        self.critic = Critic(policy.hidden_size, policy.device, cfg) if needs_critic else None
+
+    # ------------------------------------------------------------------------------ critic values
+
+    @torch.no_grad()
+    def values(self, samples: list[StepSample]) -> np.ndarray | None:
+        """V_phi(s_t) per row (the prompt is the state); None without a critic."""
+        if self.critic is None:
+            return None
+        out = np.zeros(len(samples), dtype=np.float64)
+        plan = plan_micro_batches([len(s.prompt_ids) for s in samples], self.cfg.token_budget)
+        for group in plan:
+            hidden = self.policy.prompt_hidden([samples[i].prompt_ids for i in group])
+            out[group] = self.critic.head(hidden).double().cpu().numpy()
+        return out
+
+    # ------------------------------------------------------------------------------ the update
+
+    def _collate(self, samples: list[StepSample], group: list[int]) -> MicroBatch:
+        return self.policy.collate([(samples[i].prompt_ids, samples[i].response_ids) for i in group])
+
+    @torch.no_grad()
+    def _no_grad_pass(self, batches: list[MicroBatch], *, reference: bool) -> list[torch.Tensor]:
+        return [self.policy.forward(mb, reference=reference).logprobs for mb in batches]
+
+    def update(self, samples: list[StepSample]) -> dict[str, float]:
+        """One update on a batch of step rows (rows with an empty response take no part); metrics are
+        full-batch values averaged over epochs."""
+        start = time.perf_counter()
+        cfg, policy = self.cfg, self.policy
+        if self.critic is not None and any(s.value_target is None for s in samples):
+            raise ValueError("this estimator needs a critic: every StepSample needs a value_target")
+        rows = [i for i, s in enumerate(samples) if s.response_ids]
+        if not rows:
+            return {"timing/update_s": time.perf_counter() - start}
+        lengths = [len(samples[i].prompt_ids) + len(samples[i].response_ids) for i in rows]
+        plan = [[rows[j] for j in group] for group in plan_micro_batches(lengths, cfg.token_budget)]
+        batches = [self._collate(samples, group) for group in plan]
+        device = policy.device
+        advantages = [torch.tensor([samples[i].advantage for i in g], dtype=torch.float32, device=device)
+                      for g in plan]
+        denom = Denominators(actions=len(rows), tokens=sum(len(samples[i].response_ids) for i in rows))
+
+        ref_logps = self._no_grad_pass(batches, reference=True) if cfg.kl_coef > 0 else None  # step 2
+        old_logps = self._no_grad_pass(batches, reference=False) if cfg.epochs > 1 else None  # step 3
+        old_values = targets = None
+        if self.critic is not None:
+            old_values = [torch.tensor(self.values([samples[i] for i in g]), dtype=torch.float32, device=device)
+                          for g in plan] if cfg.epochs > 1 else None
+            targets = [torch.tensor([samples[i].value_target for i in g], dtype=torch.float32, device=device)
+                       for g in plan]
+
+        sums: dict[str, float] = {}
+
+        def add(key: str, value: float) -> None:
+            sums[key] = sums.get(key, 0.0) + value / cfg.epochs
+
+        for _ in range(cfg.epochs):  # step 4
+            for k, mb in enumerate(batches):
+                with policy.train_mode():
+                    out = policy.forward(mb, with_entropy=True, with_prompt_hidden=self.critic is not None)
+                old = old_logps[k] if old_logps is not None else out.logprobs.detach()
+                shares = policy_loss(
+                    out.logprobs, old, ref_logps[k] if ref_logps is not None else None, out.entropy,
+                    advantages[k], mb.response_mask, ratio_mode=self.ratio_mode, loss_agg=self.loss_agg,
+                    denom=denom, clip_low=cfg.clip_low, clip_high=cfg.clip_high, dual_clip=cfg.dual_clip,
+                    kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef)
+                shares.loss.backward()
+                for key in ("pg_loss", "kl", "entropy", "clipfrac", "ratio_mean", "approx_kl"):
+                    add(f"actor/{key}", getattr(shares, key))
+                if self.ratio_mode == "token":
+                    add("actor/dual_clipfrac", shares.dual_clipfrac)
+                if self.critic is not None:
+                    values = self.critic.head(out.prompt_hidden)
+                    old_v = old_values[k] if old_values is not None else values.detach()
+                    loss, clipped = clipped_value_loss(values, old_v, targets[k], cfg.value_clip)
+                    (loss.sum() / denom.actions).backward()
+                    add("critic/value_loss", loss.sum().item() / denom.actions)
+                    add("critic/clipfrac", clipped.sum().item() / denom.actions)
+                    add("critic/value_mean", values.sum().item() / denom.actions)
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip)
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+            add("actor/grad_norm", float(grad_norm))
+            if self.critic is not None:
+                add("critic/grad_norm", self.critic.step())
+
+        elapsed = time.perf_counter() - start
+        real = sum(lengths)
+        padded = sum(mb.input_ids.numel() for mb in batches)
+        sums.update({
+            "actor/lr": cfg.lr,
+            "perf/tokens_per_s": real * cfg.epochs / elapsed,
+            "perf/micro_batches": float(len(batches)),
+            "perf/padding_frac": 1.0 - real / padded,
+            "timing/update_s": elapsed,
+        })
+        return sums
+
+    # ------------------------------------------------------------------------------ checkpoints
+
+    def state_dict(self) -> dict:
+        """Optimizer state (+ critic head and its optimizer); the policy weights are saved by Policy.save."""
+        return {"optimizer": self.optimizer.state_dict(),
+                "critic": self.critic.state_dict() if self.critic is not None else None}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        if (state.get("critic") is None) != (self.critic is None):
+            raise ValueError("checkpoint and estimator disagree on whether a critic is trained")
+        if self.critic is not None:
+            self.critic.load_state_dict(state["critic"])
