@@ -66,7 +66,7 @@ class Episode(ABC):
     def expert_action(self) -> str:
         """An action of an oracle policy from the current state (for tests, demos, baselines)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release engine resources; a no-op for in-process engines."""
 
 
@@ -92,7 +92,7 @@ class Environment(ABC):
     def new_episode(self) -> Episode:
         """A fresh episode bound to this environment."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release shared resources (worker processes, engine handles)."""
 
 
