@@ -23,8 +23,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from environments.base import Step
-from gagpo_cli.evaluate import EpisodeRecord, summarize
+from gagpo_cli.evaluate import EpisodeRecord, record_of, summarize
 from gagpo_cli.policies import SlotView
 from gagpo_cli.train.prompts import parse_action, render_prompt
 from gagpo_cli.train.records import progress_bar
@@ -199,19 +198,8 @@ def collect(
                 views[i].advance(d.sent, step)
             live = [i for i in live if not results[i].done]
             advance()
-    out.episodes = [_episode_record(task, view) for task, view in zip(tasks, views, strict=True)]
+    out.episodes = [record_of(task.task_id, view) for task, view in zip(tasks, views, strict=True)]
     return out
-
-
-def _episode_record(task: TaskSpec, view: SlotView) -> EpisodeRecord:
-    last = view.last
-    finished = isinstance(last, Step) and last.done
-    return EpisodeRecord(
-        task_id=task.task_id, task_type=view.task_type, won=finished and last.won,
-        score=float(last.score) if finished else 0.0, length=len(view.history),
-        crashed=finished and last.crashed, truncated=not finished,
-        error=last.extra.get("error", "") if finished and last.crashed else "",
-    )
 
 
 class RolloutInterrupted(Exception):
