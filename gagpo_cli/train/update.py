@@ -24,6 +24,7 @@ from gagpo_cli.config import OptimConfig
 from gagpo_cli.train.critic import Critic
 from gagpo_cli.train.loss import LOSS_AGGS, RATIO_MODES, Denominators, clipped_value_loss, policy_loss
 from gagpo_cli.train.policy import MicroBatch, Policy
+from gagpo_cli.train.records import progress_bar
 
 
 @dataclass
@@ -128,35 +129,37 @@ class Updater:
         def add(key: str, value: float) -> None:
             sums[key] = sums.get(key, 0.0) + value / cfg.epochs
 
-        for _ in range(cfg.epochs):  # step 4
-            for k, mb in enumerate(batches):
-                with policy.train_mode():
-                    out = policy.forward(mb, with_entropy=True, with_prompt_hidden=self.critic is not None)
-                old = old_logps[k] if old_logps is not None else out.logprobs.detach()
-                shares = policy_loss(
-                    out.logprobs, old, ref_logps[k] if ref_logps is not None else None, out.entropy,
-                    advantages[k], mb.response_mask, ratio_mode=self.ratio_mode, loss_agg=self.loss_agg,
-                    denom=denom, clip_low=cfg.clip_low, clip_high=cfg.clip_high, dual_clip=cfg.dual_clip,
-                    kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef)
-                shares.loss.backward()
-                for key in ("pg_loss", "kl", "entropy", "clipfrac", "ratio_mean", "approx_kl"):
-                    add(f"actor/{key}", getattr(shares, key))
-                if self.ratio_mode == "token":
-                    add("actor/dual_clipfrac", shares.dual_clipfrac)
+        with progress_bar("update: micro-batches", total=cfg.epochs * len(batches)) as advance:
+            for _ in range(cfg.epochs):  # step 4
+                for k, mb in enumerate(batches):
+                    with policy.train_mode():
+                        out = policy.forward(mb, with_entropy=True, with_prompt_hidden=self.critic is not None)
+                    old = old_logps[k] if old_logps is not None else out.logprobs.detach()
+                    shares = policy_loss(
+                        out.logprobs, old, ref_logps[k] if ref_logps is not None else None, out.entropy,
+                        advantages[k], mb.response_mask, ratio_mode=self.ratio_mode, loss_agg=self.loss_agg,
+                        denom=denom, clip_low=cfg.clip_low, clip_high=cfg.clip_high, dual_clip=cfg.dual_clip,
+                        kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef)
+                    shares.loss.backward()
+                    for key in ("pg_loss", "kl", "entropy", "clipfrac", "ratio_mean", "approx_kl"):
+                        add(f"actor/{key}", getattr(shares, key))
+                    if self.ratio_mode == "token":
+                        add("actor/dual_clipfrac", shares.dual_clipfrac)
+                    if self.critic is not None:
+                        values = self.critic.head(out.prompt_hidden)
+                        old_v = old_values[k] if old_values is not None else values.detach()
+                        loss, clipped = clipped_value_loss(values, old_v, targets[k], cfg.value_clip)
+                        (loss.sum() / denom.actions).backward()
+                        add("critic/value_loss", loss.sum().item() / denom.actions)
+                        add("critic/clipfrac", clipped.sum().item() / denom.actions)
+                        add("critic/value_mean", values.sum().item() / denom.actions)
+                    advance()
+                grad_norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip)
+                self.optimizer.step()
+                self.optimizer.zero_grad(set_to_none=True)
+                add("actor/grad_norm", float(grad_norm))
                 if self.critic is not None:
-                    values = self.critic.head(out.prompt_hidden)
-                    old_v = old_values[k] if old_values is not None else values.detach()
-                    loss, clipped = clipped_value_loss(values, old_v, targets[k], cfg.value_clip)
-                    (loss.sum() / denom.actions).backward()
-                    add("critic/value_loss", loss.sum().item() / denom.actions)
-                    add("critic/clipfrac", clipped.sum().item() / denom.actions)
-                    add("critic/value_mean", values.sum().item() / denom.actions)
-            grad_norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip)
-            self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
-            add("actor/grad_norm", float(grad_norm))
-            if self.critic is not None:
-                add("critic/grad_norm", self.critic.step())
+                    add("critic/grad_norm", self.critic.step())
 
         elapsed = time.perf_counter() - start
         real = sum(lengths)
