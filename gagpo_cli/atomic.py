@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 
-def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> Path:
-    """Call ``write(tmp_path)`` on a temporary file beside ``path``, fsync it, then rename it over ``path``."""
+def atomic_write(path: str | os.PathLike, write: Callable[[Path], None], mode: int = 0o644) -> Path:
+    """Call ``write(tmp_path)`` on a temporary file beside ``path``, fsync it, give it ``mode``, then
+    rename it over ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -21,6 +22,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> Path
         write(tmp_path)
         with open(tmp_path, "rb") as fh:
             os.fsync(fh.fileno())
+        os.chmod(tmp_path, mode)
         os.replace(tmp_path, path)
     except BaseException:
         tmp_path.unlink(missing_ok=True)

@@ -16,9 +16,6 @@ A crashed episode (engine failure) counts as a failure and is counted in ``crash
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass
@@ -31,6 +28,7 @@ from rich.table import Table
 
 from environments.base import Step
 from environments.pool import EnvironmentInfo, EnvPool, TaskSpec
+from gagpo_cli.atomic import atomic_write_json
 from gagpo_cli.errors import UsageError
 from gagpo_cli.plugins import unknown_name_message
 from gagpo_cli.policies import AgentPolicy, SlotView, resolve_policy
@@ -173,20 +171,6 @@ def evaluate(env_name: str, policy: AgentPolicy | str, episodes: int, split: str
     return result
 
 
-def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    """Write ``data`` as JSON to ``path`` through a temporary file and ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(data, handle, indent=2)
-            handle.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def print_report(result: dict[str, Any], console: Console) -> None:
     """Rich tables: the headline metrics, then success per task type."""
     table = Table(title=f"eval {result['env']} / {result['split']} / policy {result['policy']}", title_justify="left")
@@ -220,6 +204,6 @@ def eval_command(env: str, policy: str, episodes: int, split: str | None, seed: 
     console = Console()
     print_report(result, console)
     if json_out is not None:
-        write_json_atomic(json_out, result)
+        atomic_write_json(json_out, result)
         console.print(f"wrote {json_out}", highlight=False)
     return result

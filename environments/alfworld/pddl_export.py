@@ -9,12 +9,11 @@ that alfworld's name demangler gives back exactly the embedded names ("sinkbasin
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 from environments.alfworld import catalog
 from environments.alfworld.generator import Game
+from gagpo_cli.atomic import atomic_write_text
 
 _LONG_NAMES = {short: long for long, short in catalog.LONG_TASK_TYPES.items()}
 _PROPERTY = {"clean": "isClean", "heat": "isHot", "cool": "isCool"}
@@ -102,8 +101,4 @@ def write_game_dir(game: Game, directory: Path, domain_pddl: str, grammar_twl2: 
 
 
 def _write_json(path: Path, data: dict) -> Path:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f)
-    os.replace(tmp, path)
-    return path
+    return atomic_write_text(path, json.dumps(data))

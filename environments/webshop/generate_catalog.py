@@ -20,14 +20,13 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import os
 import random
 import string
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from environments.webshop.catalog_spec import CATEGORIES, Category, ProductType
+from gagpo_cli.atomic import atomic_write
 
 DEFAULT_SEED = 0
 PRODUCTS_PER_TYPE = 24
@@ -204,17 +203,8 @@ def catalog_bytes(catalog: dict[str, Any]) -> bytes:
 
 
 def write_catalog(path: Path, catalog: dict[str, Any]) -> None:
-    """Write ``catalog`` to ``path`` atomically (temp file + os.replace)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(catalog_bytes(catalog))
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    """Write ``catalog`` to ``path`` atomically."""
+    atomic_write(path, lambda tmp: tmp.write_bytes(catalog_bytes(catalog)))
 
 
 def main(argv: list[str] | None = None) -> None:
