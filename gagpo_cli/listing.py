@@ -20,12 +20,13 @@ def _summary(obj: Any) -> str:
 
 
 def _extra(obj: Any) -> str:
-    """Loss settings of an estimator (ratio mode, critic), when it declares them."""
+    """Loss settings of an estimator (ratio mode, aggregation, critic), when it declares them."""
     ratio = getattr(obj, "ratio_mode", None)
     if ratio is None:
         return ""
+    aggregation = getattr(obj, "loss_agg", None)
     critic = " + critic" if getattr(obj, "needs_critic", False) else ""
-    return f"{ratio} ratio{critic}"
+    return f"{ratio} ratio{f', {aggregation}' if aggregation else ''}{critic}"
 
 
 def plugin_table(kind: str, console: Console) -> None:
