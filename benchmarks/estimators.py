@@ -147,7 +147,7 @@ def loop_gagpo(cols: dict, gamma=0.95, lam=0.8, eps=1e-6, norm="group", mc=False
     return _normalise(adv, members, eps)
 
 
-def loop_gigpo(cols: dict, gamma=0.95, eps=1e-6, omega=1.0, mode="mean_norm") -> list:
+def loop_gigpo(cols: dict, gamma=0.95, eps=1e-6, omega=1.0, mode="mean_std_norm") -> list:
     divide, trajs = mode == "mean_std_norm", _trajectories(cols)
     ret = [0.0] * len(cols["rewards"])
     for rows in trajs.values():
