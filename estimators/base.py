@@ -8,7 +8,6 @@ An estimator declares what the trainer needs to know about it (``ratio_mode``, `
 
 from __future__ import annotations
 
-import difflib
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ import numpy as np
 
 from estimators.batch import StepBatch
 from estimators.diagnostics import advantage_stats
+from gagpo_cli.plugins import closest
 
 RATIO_MODES = ("sequence", "token")
 SHARED_OPTIONS = ("gamma", "lam", "eps")  # SPEC 7: option names not tied to one estimator
@@ -101,8 +101,8 @@ class Estimator:
         accepted = sorted({*valid, *SHARED_OPTIONS})
         for key, value in options.items():
             if key not in accepted:
-                close = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
-                hint = f" Did you mean '{close[0]}'?" if close else ""
+                close = closest(key, valid)
+                hint = f" Did you mean '{close}'?" if close else ""
                 raise ValueError(
                     f"unknown option '{key}' for estimator '{self.name}'.{hint} "
                     f"Valid options: {', '.join(valid) or '(none)'}"

@@ -8,7 +8,6 @@ dotted path (``optim.lr``); an unknown or mistyped key, or a value of the wrong 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import types
 import typing
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ import yaml
 import experiments
 from gagpo_cli.atomic import atomic_write_text
 from gagpo_cli.errors import UsageError
+from gagpo_cli.plugins import closest
 
 EXPERIMENTS_DIR = Path(experiments.__file__).resolve().parent
 
@@ -185,8 +185,8 @@ def _apply(obj: Any, data: dict[str, Any], where: str, prefix: str = "") -> None
     for key, value in data.items():
         dotted = f"{prefix}{key}"
         if key not in names:
-            close = difflib.get_close_matches(str(key), names, n=1)
-            hint = f" (did you mean '{prefix}{close[0]}'?)" if close else ""
+            close = closest(str(key), names)
+            hint = f" (did you mean '{prefix}{close}'?)" if close else ""
             raise UsageError(f"{where}: unknown key '{dotted}'{hint}; valid keys: {', '.join(prefix + n for n in names)}")
         current = getattr(obj, key)
         if dataclasses.is_dataclass(current):
@@ -204,14 +204,15 @@ def _nest(dotted: str, value: Any) -> dict[str, Any]:
     return out
 
 
-def parse_override(text: str) -> tuple[str, Any]:
-    """``'optim.lr=1e-5'`` -> ``('optim.lr', 1e-05)``; the value is read as YAML."""
-    if "=" not in text:
-        raise UsageError(f"override '{text}' is not KEY=VALUE (example: optim.lr=1e-5)")
-    key, raw = text.split("=", 1)
+def parse_key_value(text: str, flag: str = "--set", example: str = "optim.lr=1e-5") -> tuple[str, Any]:
+    """``'optim.lr=1e-5'`` -> ``('optim.lr', 1e-05)``: split at the first ``=``, the value read as YAML.
+
+    ``flag`` and ``example`` name the command-line option in the error of a malformed pair.
+    """
+    key, sep, raw = text.partition("=")
     key = key.strip()
-    if not key:
-        raise UsageError(f"override '{text}' has an empty key")
+    if not sep or not key:
+        raise UsageError(f"bad {flag} '{text}': not KEY=VALUE (example: {flag} {example})")
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError:
@@ -228,8 +229,8 @@ def resolve_experiment_path(spec: str) -> Path:
     if named.is_file():
         return named
     known = sorted(builtin_experiments())
-    close = difflib.get_close_matches(spec, known, n=1)
-    hint = f" Did you mean '{close[0]}'?" if close else ""
+    close = closest(spec, known)
+    hint = f" Did you mean '{close}'?" if close else ""
     raise UsageError(f"experiment file '{spec}' not found.{hint} Built-in experiments: {', '.join(known)}")
 
 
@@ -251,7 +252,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
             raise UsageError(f"{file}: expected a mapping of sections at the top level")
         _apply(cfg, data, str(file))
     for text in overrides:
-        key, value = parse_override(text)
+        key, value = parse_key_value(text)
         _apply(cfg, _nest(key, value), f"override '{text}'")
     return cfg
 

@@ -29,6 +29,7 @@ from rich.table import Table
 from environments.base import Step
 from environments.pool import EnvironmentInfo, EnvPool, TaskSpec
 from gagpo_cli.atomic import atomic_write_json
+from gagpo_cli.config import parse_key_value
 from gagpo_cli.errors import UsageError
 from gagpo_cli.plugins import unknown_name_message
 from gagpo_cli.policies import AgentPolicy, SlotView, resolve_policy
@@ -64,36 +65,20 @@ def derive_seed(seed: int, episode: int) -> int:
     return (seed * 1_000_003 + episode) % 2**31
 
 
-def choose_split(info: EnvironmentInfo, split: str | None) -> str:
+def choose_split(info: EnvironmentInfo, split: str | None, setting: str = "split") -> str:
     """``split`` if the environment has it; None -> ``test`` when present, else its last split (by
-    convention the held-out one, e.g. ALFWorld's ``valid_unseen``)."""
+    convention the held-out one, e.g. ALFWorld's ``valid_unseen``). ``setting`` names where the
+    split came from in the error (``split``, ``env.eval_split``)."""
     if split is None:
         return "test" if "test" in info.splits else info.splits[-1]
     if split not in info.splits:
-        raise UsageError(unknown_name_message(f"{info.name} split", split, list(info.splits)))
+        raise UsageError(unknown_name_message(f"{info.name} {setting}", split, list(info.splits)))
     return split
 
 
 def parse_env_options(pairs: list[str]) -> dict[str, Any]:
-    """``["KEY=VALUE", ...]`` -> options; values that read as int, float or true/false become those."""
-    options: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"bad --option '{pair}': expected KEY=VALUE, e.g. --option data_dir=/data/webshop")
-        options[key.strip()] = _scalar(value.strip())
-    return options
-
-
-def _scalar(text: str) -> Any:
-    if text.lower() in ("true", "false"):
-        return text.lower() == "true"
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
+    """``["KEY=VALUE", ...]`` -> environment options, each value read as YAML (as ``--set`` reads it)."""
+    return dict(parse_key_value(pair, "--option", "data_dir=/data/webshop") for pair in pairs)
 
 
 def run_episodes(pool: EnvPool, policy: AgentPolicy, specs: list[TaskSpec],

@@ -51,10 +51,16 @@ def describe(group: str) -> list[PluginInfo]:
     return infos
 
 
+def closest(name: str, valid: list[str]) -> str | None:
+    """The valid name closest to ``name``, or None when none is close (the did-you-mean hint)."""
+    found = difflib.get_close_matches(name, valid, n=1, cutoff=0.5)
+    return found[0] if found else None
+
+
 def unknown_name_message(kind: str, name: str, valid: list[str]) -> str:
     """One line: the unknown name, the closest valid one if any, and all valid names."""
-    close = difflib.get_close_matches(name, valid, n=1, cutoff=0.5)
-    hint = f" Did you mean '{close[0]}'?" if close else ""
+    close = closest(name, valid)
+    hint = f" Did you mean '{close}'?" if close else ""
     return f"unknown {kind} '{name}'.{hint} Valid names: {', '.join(valid) or '(none installed)'}"
 
 

@@ -9,7 +9,7 @@ from gagpo_cli.config import (
     ExperimentConfig,
     builtin_experiments,
     load_config,
-    parse_override,
+    parse_key_value,
     write_resolved_config,
 )
 from gagpo_cli.errors import UsageError
@@ -72,11 +72,11 @@ def test_bad_overrides_are_usage_errors():
         load_config(None, ["optim.lr=fast"])
 
 
-def test_parse_override_reads_values_as_yaml():
-    assert parse_override("a.b=3") == ("a.b", 3)
-    assert parse_override("a=[1, 2]") == ("a", [1, 2])
-    assert parse_override("a=x=y") == ("a", "x=y")
-    assert parse_override("a=") == ("a", "")
+def test_parse_key_value_reads_values_as_yaml():
+    assert parse_key_value("a.b=3") == ("a.b", 3)
+    assert parse_key_value("a=[1, 2]") == ("a", [1, 2])
+    assert parse_key_value("a=x=y") == ("a", "x=y")
+    assert parse_key_value("a=") == ("a", "")
 
 
 def test_missing_experiment_suggests_a_builtin():

@@ -38,6 +38,7 @@ from gagpo_cli import plugins
 from gagpo_cli.atomic import atomic_write_json
 from gagpo_cli.config import ExperimentConfig, load_config, write_resolved_config
 from gagpo_cli.errors import UsageError
+from gagpo_cli.evaluate import choose_split
 from gagpo_cli.train.checkpoint import (
     capture_rng,
     checkpoint_path,
@@ -201,19 +202,13 @@ def train(cfg: ExperimentConfig, *, resume: bool = False, policy: Any = None, en
         return _train(cfg, run_dir, resume, estimator, policy, pool)
 
 
-def _split(info: Any, split: str, key: str) -> str:
-    if split not in info.splits:
-        raise UsageError(f"{key} '{split}' is not a split of {info.name}; valid: {', '.join(info.splits)}")
-    return split
-
-
 def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, estimator: Any, policy: Any, pool: Any) -> Path:
     from gagpo_cli.train.policy import Policy
     from gagpo_cli.train.update import Updater
 
     info = pool.environment_info
-    train_tasks = pool.num_tasks(_split(info, cfg.env.train_split, "env.train_split"))
-    eval_split = _split(info, cfg.env.eval_split or info.splits[-1], "env.eval_split")
+    train_tasks = pool.num_tasks(choose_split(info, cfg.env.train_split, "env.train_split"))
+    eval_split = choose_split(info, cfg.env.eval_split, "env.eval_split")
     if policy is None:
         policy = Policy.load(cfg.model, seed=cfg.train.seed)
     updater = Updater(policy, estimator, cfg.optim)
