@@ -47,7 +47,6 @@ class World:
         self._room = ("You are in the middle of a room. Looking quickly around you, you see "
                       + listing([g.receptacles[i] for i in room_order]) + ".")
         self.intro = f"{WELCOME}\n\n{self._room}\n\nYour task is to: {g.goal}."
-        self._tool = catalog.TOOL_OF_TASK.get(g.task_type)
         self.reset()
 
     # ----------------------------------------------------------------- state

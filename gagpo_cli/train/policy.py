@@ -51,10 +51,6 @@ class MicroBatch:
     response_mask: torch.Tensor  # (B, R) float, 1 on real response tokens
     prompt_last: torch.Tensor  # (B,) position of each prompt's last token (the state s_t for a critic)
 
-    @property
-    def num_tokens(self) -> int:
-        return int(self.attention_mask.sum())
-
 
 @dataclass
 class ForwardOutput:
