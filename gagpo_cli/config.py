@@ -37,6 +37,9 @@ from gagpo_core.plugins import closest
 EXPERIMENTS_DIR = Path(experiments.__file__).resolve().parent
 
 
+LORA_SCOPES = ("all", "action")  # model.lora_scope: where the adapter acts in score mode
+
+
 @dataclass
 class ModelConfig:
     """Which language model acts, and how it is trained."""
@@ -47,6 +50,8 @@ class ModelConfig:
     lora_alpha: int = 32
     lora_dropout: float = 0.0
     lora_targets: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+    lora_layers: int | None = None  # LoRA in the last N decoder layers only (backward stops there); None: all
+    lora_scope: str = "all"  # score mode: all | action (the adapter reads the action tokens; the base the prompt)
     dtype: str = "auto"  # auto (bf16 autocast where supported) | float32 | bfloat16
     device: str = "auto"  # auto | cpu | cuda | cuda:N
 
@@ -105,6 +110,7 @@ class OptimConfig:
     kl_entropy_agg: str = "token-mean"  # KL/entropy aggregation: token-mean (verl) | seq-mean-token-mean | policy
     entropy_coef: float = 0.001
     epochs: int = 1
+    mini_batches: int = 1  # optimizer steps per epoch: rows dealt round-robin into this many mini-batches
     token_budget: int = 8192  # tokens per packed micro-batch (gradient accumulation over micro-batches)
     critic_lr: float = 1e-5
     value_clip: float = 0.2

@@ -166,3 +166,13 @@ def test_lora_targets_that_do_not_exist_are_a_clear_error():
     cfg = ModelConfig(name="tiny-random", lora_targets=["no_such_proj"], dtype="float32", device="cpu")
     with pytest.raises(ValueError, match="lora_targets"):
         tiny_policy(cfg)
+
+
+def test_lora_layers_puts_the_adapter_in_the_last_layers_only():
+    cfg = ModelConfig(name="tiny-random", lora_rank=4, lora_alpha=8, lora_layers=1, dtype="float32", device="cpu")
+    policy = tiny_policy(cfg)
+    names = [n for n, p in policy.model.named_parameters() if p.requires_grad]
+    assert names and all(".layers.1." in n for n in names)  # the tiny model has layers 0 and 1
+    assert len(names) * 2 == len([p for p in tiny_policy().trainable_parameters()])
+    with pytest.raises(ValueError, match="model.lora_layers must be between 1 and the model's 2 layers, got 3"):
+        tiny_policy(ModelConfig(name="tiny-random", lora_layers=3, dtype="float32", device="cpu"))

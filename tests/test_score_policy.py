@@ -232,3 +232,39 @@ def test_bad_input_is_a_clear_error():
         policy.score_actions(_inputs(), norm="chars")
     out = policy.score_actions([], with_state=True)
     assert out.logits == [] and out.state.shape == (0, policy.hidden_size)
+
+
+def _slow_sums_adapter_on_actions(policy: Policy, inp: ScoreInput) -> torch.Tensor:
+    """``_slow_sums`` with every LoRA delta zeroed on the prompt's positions (a hook on each ``lora_B``)."""
+    prompt, candidates = policy.score_tokens(inp)
+    sums = []
+    for cand in candidates:
+        keep = torch.tensor([0.0] * len(prompt) + [1.0] * len(cand))[None, :, None]
+        hooks = [m.register_forward_hook(lambda _m, _i, out: out * keep)
+                 for name, m in policy.model.named_modules() if name.endswith("lora_B.default")]
+        try:
+            logits = policy.model(input_ids=torch.tensor([list(prompt) + list(cand)])).logits
+        finally:
+            for h in hooks:
+                h.remove()
+        log_dist = torch.log_softmax(logits[0].float(), -1)
+        sums.append(log_dist[len(prompt) - 1: -1].gather(-1, torch.tensor(cand)[:, None]).sum())
+    return torch.stack(sums)
+
+
+def test_lora_scope_action_reads_the_prompt_with_the_base_model():
+    cfg = ModelConfig(name="tiny-random", lora_rank=4, lora_alpha=8, lora_scope="action", dtype="float32",
+                      device="cpu")
+    policy = tiny_policy(cfg)
+    _perturb(policy)
+    everywhere = tiny_policy()
+    _perturb(everywhere)  # the same adapter, acting on every token
+    inputs = _inputs()
+    scores = policy.score_actions(inputs, norm="none").logits
+    with torch.no_grad():
+        for inp, got, full in zip(inputs, scores, everywhere.score_actions(inputs, norm="none").logits, strict=True):
+            torch.testing.assert_close(got, _slow_sums_adapter_on_actions(policy, inp), rtol=1e-4, atol=1e-4)
+            if len(inp.candidates) > 1:
+                assert not torch.allclose(got, full, atol=1e-3)  # the prompt's adapter mattered before
+    scores[1].sum().backward()  # the gradient reaches the adapter through the action tokens alone
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in policy.trainable_parameters())

@@ -89,7 +89,9 @@ def _samples(n: int = 12) -> list[ScoreSample]:
     return out
 
 
-def _gradients(budget: int, estimator: str, **optim) -> tuple[list[torch.Tensor], dict[str, float]]:
+def _gradients(budget: int, estimator: str, samples: list[ScoreSample] | None = None,
+               **optim) -> tuple[list[torch.Tensor], dict[str, float]]:
+    """The gradient at every optimizer step of one update with lr 0 (the weights stay put), and its metrics."""
     policy = FeaturisedPolicy(seed=3)
     with torch.no_grad():  # leave the all-zero start so every term has a gradient
         for p in policy.model.parameters():
@@ -104,8 +106,9 @@ def _gradients(budget: int, estimator: str, **optim) -> tuple[list[torch.Tensor]
         return step(*args, **kwargs)
 
     updater.optimizer.step = capture
-    metrics = updater.update(_samples())
-    return grads, metrics
+    metrics = updater.update(_samples() if samples is None else samples)
+    n = len(updater.params)
+    return [grads[k:k + n] for k in range(0, len(grads), n)], metrics
 
 
 @pytest.mark.parametrize("estimator", ["gagpo", "ppo"])
@@ -113,6 +116,8 @@ def test_budget_of_one_and_of_100k_give_the_same_gradients(estimator):
     small, m_small = _gradients(1, estimator, kl_coef=0.1, entropy_coef=0.01)
     big, m_big = _gradients(100_000, estimator, kl_coef=0.1, entropy_coef=0.01)
     assert m_small["perf/micro_batches"] == 12 and m_big["perf/micro_batches"] == 1
+    assert len(small) == len(big) == 1  # one optimizer step
+    small, big = small[0], big[0]
     assert any(g.abs().sum() > 0 for g in big)
     for a, b in zip(small, big, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
@@ -120,6 +125,27 @@ def test_budget_of_one_and_of_100k_give_the_same_gradients(estimator):
         assert m_small[key] == pytest.approx(m_big[key], rel=1e-5, abs=1e-7)
     if estimator == "ppo":
         assert m_small["critic/value_loss"] == pytest.approx(m_big["critic/value_loss"], rel=1e-5)
+
+
+@pytest.mark.parametrize("estimator", ["gagpo", "ppo"])
+def test_each_mini_batch_step_has_the_gradient_of_its_own_rows(estimator):
+    """optim.mini_batches=3: three optimizer steps, step k on rows k, k+3, ... with their own means."""
+    steps, metrics = _gradients(100_000, estimator, mini_batches=3, kl_coef=0.1, entropy_coef=0.01)
+    assert len(steps) == 3 and metrics["actor/optimizer_steps"] == 3
+    rows = _samples()
+    for k, step in enumerate(steps):
+        (alone,), _ = _gradients(100_000, estimator, rows[k::3], kl_coef=0.1, entropy_coef=0.01)
+        for a, b in zip(step, alone, strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+
+
+def test_later_mini_batches_see_the_old_log_probs():
+    policy = FeaturisedPolicy(seed=0)
+    updater = ScoreUpdater(policy, get_estimator("grpo"),
+                           OptimConfig(lr=0.05, kl_coef=0.0, entropy_coef=0.0, mini_batches=2))
+    metrics = updater.update(_samples())
+    assert metrics["actor/optimizer_steps"] == 2
+    assert metrics["actor/ratio_mean"] != pytest.approx(1.0, abs=1e-9)  # step 2 runs on moved weights
 
 
 def test_the_update_moves_the_chosen_action_with_its_advantage():

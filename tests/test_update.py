@@ -105,6 +105,39 @@ def test_updates_raise_the_likelihood_of_positive_advantage_actions(declared):
     assert metrics["actor/ratio_mean"] != pytest.approx(1.0, abs=1e-9)  # epoch 2 sees the old log-probs
 
 
+@pytest.mark.parametrize("declared", [SEQUENCE, TOKEN], ids=["sequence", "token"])
+def test_each_mini_batch_step_has_the_gradient_of_its_own_rows(declared):
+    """optim.mini_batches=2 with lr 0: step k's gradient is a one-step update's on rows k, k+2, ..."""
+    policy = tiny_policy(seed=3)
+    samples = _samples(policy)
+
+    def step_gradients(rows: list[StepSample], mini_batches: int) -> list[list[torch.Tensor]]:
+        updater = Updater(policy, declared, OptimConfig(lr=0.0, grad_clip=1e9, kl_coef=0.05, entropy_coef=0.01,
+                                                        mini_batches=mini_batches))
+        grads, step = [], updater.optimizer.step
+
+        def capture(*args, **kwargs):
+            grads.append([p.grad.clone() for p in updater.params])
+            return step(*args, **kwargs)
+
+        updater.optimizer.step = capture
+        assert updater.update(rows)["actor/optimizer_steps"] == mini_batches
+        return grads
+
+    steps = step_gradients(samples, 2)
+    for k in range(2):
+        (alone,) = step_gradients(samples[k::2], 1)
+        for a, b in zip(steps[k], alone, strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+
+
+def test_later_mini_batches_see_the_old_log_probs():
+    policy = tiny_policy()
+    metrics = Updater(policy, SEQUENCE, OptimConfig(lr=1e-2, mini_batches=2)).update(_samples(policy))
+    assert metrics["actor/optimizer_steps"] == 2
+    assert metrics["actor/ratio_mean"] != pytest.approx(1.0, abs=1e-9)
+
+
 def test_rows_without_a_response_take_no_part():
     policy = tiny_policy()
     samples = _samples(policy, n=3)

@@ -144,6 +144,16 @@ def _right_pad(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor
     return ids, mask
 
 
+def _last_layers(model: nn.Module, count: int | None) -> list[int] | None:
+    """Indices of the last ``count`` decoder layers (``model.lora_layers``); None: every layer."""
+    if count is None:
+        return None
+    total = int(model.config.num_hidden_layers)
+    if not 1 <= count <= total:
+        raise ValueError(f"model.lora_layers must be between 1 and the model's {total} layers, got {count}")
+    return list(range(total - count, total))
+
+
 class Policy:
     """A causal LM with its tokenizer, trained by LoRA (reference = adapter disabled) or fully
     (reference = a frozen copy made at load time)."""
@@ -199,7 +209,8 @@ class Policy:
                 for p in model.parameters():
                     p.requires_grad_(False)
                 lora = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
-                                  target_modules=list(cfg.lora_targets), task_type="CAUSAL_LM")
+                                  target_modules=list(cfg.lora_targets), task_type="CAUSAL_LM",
+                                  layers_to_transform=_last_layers(model, cfg.lora_layers))
                 try:
                     with warnings.catch_warnings():  # peft calls a transformers API deprecated in v5
                         warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing", category=FutureWarning)
@@ -469,9 +480,10 @@ class Policy:
                 prompt_lens = torch.tensor([len(prompts[u]) for u in bucket], dtype=torch.long)
                 cache = _new_cache(model)
                 with self.autocast():
-                    hidden = decoder(input_ids=prompt_ids.to(device), attention_mask=prompt_mask.to(device),
-                                     position_ids=(prompt_mask.cumsum(-1) - 1).clamp(min=0).to(device),
-                                     use_cache=True, **{self._decoder_cache_arg: cache}).last_hidden_state
+                    with self._reading_prompt(reference):
+                        hidden = decoder(input_ids=prompt_ids.to(device), attention_mask=prompt_mask.to(device),
+                                         position_ids=(prompt_mask.cumsum(-1) - 1).clamp(min=0).to(device),
+                                         use_cache=True, **{self._decoder_cache_arg: cache}).last_hidden_state
                     last = hidden[torch.arange(len(bucket), device=device), (prompt_lens - 1).to(device)]
                     member_prompt = torch.tensor([local[int(pair_prompt[k])] for k in members], dtype=torch.long)
                     pred, tgt, own = continue_(decoder, cache, last, prompt_lens, member_prompt,
@@ -489,6 +501,17 @@ class Policy:
         logits = [scores[torch.tensor(rows, device=device)] for rows in index]
         state = last[torch.tensor(prompt_of, device=device)].float() if with_state else None
         return ScoreOutput(logits=logits, state=state)
+
+    @contextlib.contextmanager
+    def _reading_prompt(self, reference: bool) -> Iterator[None]:
+        """How the prompt of a scored step is read: by the acting model, or with ``model.lora_scope:
+        action`` by the frozen base model (adapter off, no gradient), so that the adapter acts on the
+        action tokens only and the backward pass never enters the prompt."""
+        if reference or not self.cfg.lora or self.cfg.lora_scope == "all":
+            yield
+            return
+        with torch.no_grad(), self.model.disable_adapter():
+            yield
 
     def _packed_candidates(self, model: nn.Module) -> bool:
         """Whether the candidates can share one row per prompt (an explicit 4D mask: eager and sdpa attention)."""

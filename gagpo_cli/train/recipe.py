@@ -36,7 +36,7 @@ import torch
 import yaml
 
 from environments.base import score_mode_env_options
-from gagpo_cli.config import ExperimentConfig, load_config, write_resolved_config
+from gagpo_cli.config import LORA_SCOPES, ExperimentConfig, load_config, write_resolved_config
 from gagpo_cli.errors import UsageError
 from gagpo_cli.evaluate import choose_split
 from gagpo_cli.models import check_model_source
@@ -98,7 +98,8 @@ def _check_settings(cfg: ExperimentConfig) -> None:
     """Values the config types allow but training cannot use."""
     positive = {"train.iterations": cfg.train.iterations, "train.save_every": cfg.train.save_every,
                 "rollout.tasks_per_batch": cfg.rollout.tasks_per_batch, "rollout.group_size": cfg.rollout.group_size,
-                "rollout.max_new_tokens": cfg.rollout.max_new_tokens}
+                "rollout.max_new_tokens": cfg.rollout.max_new_tokens, "optim.epochs": cfg.optim.epochs,
+                "optim.mini_batches": cfg.optim.mini_batches, "optim.token_budget": cfg.optim.token_budget}
     at_least_zero = {"train.eval_every": cfg.train.eval_every, "train.eval_episodes": cfg.train.eval_episodes,
                      "env.history": cfg.env.history, "rollout.temperature": cfg.rollout.temperature,
                      "rollout.eval_temperature": cfg.rollout.eval_temperature}
@@ -123,6 +124,11 @@ def _check_settings(cfg: ExperimentConfig) -> None:
         raise UsageError(unknown_name_message("rollout.reward", cfg.rollout.reward, list(TRAINING_REWARDS)))
     if cfg.optim.kl_entropy_agg not in KL_ENTROPY_AGGS:
         raise UsageError(unknown_name_message("optim.kl_entropy_agg", cfg.optim.kl_entropy_agg, list(KL_ENTROPY_AGGS)))
+    if cfg.model.lora_scope not in LORA_SCOPES:
+        raise UsageError(unknown_name_message("model.lora_scope", cfg.model.lora_scope, list(LORA_SCOPES)))
+    if cfg.model.lora_scope == "action" and (cfg.rollout.action_mode != "score" or not cfg.model.lora):
+        raise UsageError("model.lora_scope=action needs rollout.action_mode=score and model.lora=true "
+                         "(the adapter reads the scored action tokens)")
 
 
 def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -3,12 +3,14 @@ actions, pi(a | s) = softmax(f(s, .) / T)[a] (``scoring.py``).
 
 Same steps and metric names as ``update.Updater`` (generate mode), with one "token" per action:
 1. Plan micro-batches of step rows by ``policy.score_cost`` against ``optim.token_budget``.
-2. Reference scores (no grad) when the KL term is on; old log-probs (no grad) when epochs > 1 (with one
-   epoch the first pass runs on the rollout's weights, so its detached log-probs ARE the old ones).
-3. Each epoch: log pi(a | s) over the step's whole candidate set (with grad), the clipped surrogate of
+2. Reference scores (no grad) when the KL term is on; old log-probs (no grad) when a gradient pass can
+   run on updated weights (epochs > 1 or mini_batches > 1; otherwise the pass runs on the rollout's
+   weights, so its detached log-probs ARE the old ones).
+3. Each epoch, each of the ``mini_batches`` mini-batches (``update.split_mini_batches``), one optimizer
+   step: log pi(a | s) over the step's whole candidate set (with grad), the clipped surrogate of
    ``loss.policy_loss`` in ``sequence`` ratio mode with a (B, 1) mask (rho_a = pi(a|s) / pi_old(a|s)),
    exact entropy H(pi(.|s)) and exact KL(pi(.|s) || pi_ref(.|s)) (replacing the k3 estimate), each
-   divided by full-batch counts so that summing the micro-batch shares gives the full-batch gradient.
+   divided by the mini-batch's counts so that summing the micro-batch shares gives its gradient.
    ``ppo``'s critic reads ``ScoreOutput.state``.
 The token-ratio ablation has no separate meaning with one unit per action: it is treated as the
 sequence ratio (said once on stderr).
@@ -35,7 +37,7 @@ from gagpo_cli.train.loss import (
 )
 from gagpo_cli.train.records import progress_bar
 from gagpo_cli.train.scoring import ScoreInput
-from gagpo_cli.train.update import UpdaterState, plan_micro_batches
+from gagpo_cli.train.update import UpdaterState, needs_old_pass, plan_micro_batches, split_mini_batches
 
 _said_token_ratio = False
 
@@ -76,8 +78,8 @@ class ScoreUpdater(UpdaterState):
         if estimator.ratio_mode == "token":
             _say_token_ratio_once()
         self.loss_agg = estimator.loss_agg  # identical aggregates here: one unit per action
-        if cfg.token_budget < 1 or cfg.epochs < 1:
-            raise ValueError("optim.token_budget and optim.epochs must be >= 1")
+        if cfg.token_budget < 1 or cfg.epochs < 1 or cfg.mini_batches < 1:
+            raise ValueError("optim.token_budget, optim.epochs and optim.mini_batches must be >= 1")
         self.params = policy.trainable_parameters()
         if not self.params:
             raise ValueError("the policy has no trainable parameters")
@@ -121,7 +123,8 @@ class ScoreUpdater(UpdaterState):
     # ------------------------------------------------------------------------------ the update
 
     def update(self, samples: list[ScoreSample]) -> dict[str, float]:
-        """One update on a batch of step rows; metrics are full-batch values averaged over epochs."""
+        """One update on a batch of step rows: ``mini_batches`` optimizer steps per epoch; metrics are
+        values averaged over those steps."""
         start = time.perf_counter()
         cfg = self.cfg
         if self.critic is not None and any(s.value_target is None for s in samples):
@@ -130,19 +133,25 @@ class ScoreUpdater(UpdaterState):
                 and not (cfg.skip_zero_advantage and s.advantage == 0.0 and self.critic is None)]
         if not rows:
             return {"timing/update_s": time.perf_counter() - start, "actor/update_rows": 0.0}
-        plan = self._plan(samples, rows)
+        plan: list[list[int]] = []  # every micro-batch of every mini-batch
+        steps: list[tuple[list[int], Denominators]] = []  # per optimizer step: its micro-batches (plan indices)
+        for mini in split_mini_batches(rows, cfg.mini_batches):
+            if mini:
+                groups = self._plan(samples, mini)
+                steps.append((list(range(len(plan), len(plan) + len(groups))),
+                              Denominators(actions=len(mini), tokens=len(mini))))  # one unit per action
+                plan += groups
         device = self.policy.device
         advantages = [torch.tensor([samples[i].advantage for i in g], dtype=torch.float32, device=device)
                       for g in plan]
         masks = [torch.ones((len(g), 1), device=device) for g in plan]
-        denom = Denominators(actions=len(rows), tokens=len(rows))  # one unit per action
 
         with torch.no_grad():
             ref_logps = [self._log_probs(samples, g, reference=True)[0] for g in plan] if cfg.kl_coef > 0 else None
             old_logps = ([self._chosen(self._log_probs(samples, g)[0], samples, g) for g in plan]
-                         if cfg.epochs > 1 else None)
+                         if needs_old_pass(cfg) else None)
             old_values = None
-            if self.critic is not None and cfg.epochs > 1:
+            if self.critic is not None and needs_old_pass(cfg):
                 old_values = [torch.tensor(self.values([samples[i] for i in g]), dtype=torch.float32, device=device)
                               for g in plan]
         targets = None
@@ -153,35 +162,38 @@ class ScoreUpdater(UpdaterState):
         sums: dict[str, float] = {}
 
         def add(key: str, value: float) -> None:
-            sums[key] = sums.get(key, 0.0) + value / cfg.epochs
+            sums[key] = sums.get(key, 0.0) + value / (cfg.epochs * len(steps))
 
         with progress_bar("update: micro-batches", total=cfg.epochs * len(plan)) as advance:
             for _ in range(cfg.epochs):
-                for k, group in enumerate(plan):
-                    with self.policy.train_mode():
-                        logp_all, _, state = self._log_probs(samples, group, with_state=self.critic is not None)
-                    logp = self._chosen(logp_all, samples, group)
-                    old = old_logps[k] if old_logps is not None else logp.detach()
-                    ent = scoring.entropy(logp_all)[:, None]  # exact over the categorical
-                    shares = policy_loss(
-                        logp, old, None, ent, advantages[k], masks[k], ratio_mode="sequence",
-                        loss_agg=self.loss_agg, denom=denom, clip_low=cfg.clip_low, clip_high=cfg.clip_high,
-                        dual_clip=cfg.dual_clip, kl_coef=0.0, entropy_coef=cfg.entropy_coef)
-                    loss = shares.loss
-                    kl_value = 0.0
-                    if ref_logps is not None:  # exact KL(pi || pi_ref) in place of the k3 estimate
-                        kl = aggregate(scoring.kl(logp_all, ref_logps[k])[:, None], masks[k], self.loss_agg, denom)
-                        loss = loss + cfg.kl_coef * kl
-                        kl_value = kl.item()
-                    loss.backward()
-                    for key in ("pg_loss", "entropy", "clipfrac", "ratio_mean", "approx_kl"):
-                        add(f"actor/{key}", getattr(shares, key))
-                    add("actor/kl", kl_value)
-                    if self.critic is not None:
-                        self._value_loss_share(state, old_values[k] if old_values is not None else None,
-                                               targets[k], denom, add)
-                    advance()
-                self._optimizer_step(add)
+                for members, denom in steps:
+                    for k in members:
+                        group = plan[k]
+                        with self.policy.train_mode():
+                            logp_all, _, state = self._log_probs(samples, group, with_state=self.critic is not None)
+                        logp = self._chosen(logp_all, samples, group)
+                        old = old_logps[k] if old_logps is not None else logp.detach()
+                        ent = scoring.entropy(logp_all)[:, None]  # exact over the categorical
+                        shares = policy_loss(
+                            logp, old, None, ent, advantages[k], masks[k], ratio_mode="sequence",
+                            loss_agg=self.loss_agg, denom=denom, clip_low=cfg.clip_low, clip_high=cfg.clip_high,
+                            dual_clip=cfg.dual_clip, kl_coef=0.0, entropy_coef=cfg.entropy_coef)
+                        loss = shares.loss
+                        kl_value = 0.0
+                        if ref_logps is not None:  # exact KL(pi || pi_ref) in place of the k3 estimate
+                            kl = aggregate(scoring.kl(logp_all, ref_logps[k])[:, None], masks[k], self.loss_agg,
+                                           denom)
+                            loss = loss + cfg.kl_coef * kl
+                            kl_value = kl.item()
+                        loss.backward()
+                        for key in ("pg_loss", "entropy", "clipfrac", "ratio_mean", "approx_kl"):
+                            add(f"actor/{key}", getattr(shares, key))
+                        add("actor/kl", kl_value)
+                        if self.critic is not None:
+                            self._value_loss_share(state, old_values[k] if old_values is not None else None,
+                                                   targets[k], denom, add)
+                        advance()
+                    self._optimizer_step(add)
 
         elapsed = time.perf_counter() - start
         units = sum(self.policy.score_cost(samples[i].score_input) for i in rows)
@@ -190,6 +202,7 @@ class ScoreUpdater(UpdaterState):
             "actor/update_rows": float(len(rows)),
             "perf/tokens_per_s": units * cfg.epochs / elapsed,
             "perf/micro_batches": float(len(plan)),
+            "actor/optimizer_steps": float(cfg.epochs * len(steps)),
             "timing/update_s": elapsed,
         })
         return sums

@@ -1,15 +1,18 @@
-"""The policy update: one batch of step rows -> one optimizer step per epoch (SPEC 3 policy side,
-SPEC 5 ppo critic, SPEC 6 defaults).
+"""The policy update: one batch of step rows -> ``optim.mini_batches`` optimizer steps per epoch
+(SPEC 3 policy side, SPEC 5 ppo critic, SPEC 6 defaults).
 
 Order of work in ``Updater.update``:
-1. Plan micro-batches: rows sorted by length, longest first, each micro-batch holding as many rows as
-   fit ``token_budget`` once padded to its longest row (padding only within a micro-batch).
+1. Deal the rows round-robin into ``mini_batches`` mini-batches (``split_mini_batches``; one by
+   default: the whole batch, one step). Plan each mini-batch's micro-batches: rows sorted by length,
+   longest first, each micro-batch holding as many rows as fit ``token_budget`` once padded to its
+   longest row (padding only within a micro-batch).
 2. Reference log-probs (no grad; LoRA adapter disabled, or the frozen copy) when the KL term is on.
-3. Old log-probs (no grad) from the model before the update. With one epoch the first gradient pass
-   runs on exactly those weights, so its detached log-probs ARE the old log-probs and the extra pass
-   is skipped.
-4. Each epoch: forward + backward per micro-batch, each loss share divided by full-batch counts, so
-   the accumulated gradient is the full-batch gradient; clip (norm reported before clipping); AdamW step.
+3. Old log-probs (no grad) from the model before the update. With one epoch of one mini-batch the
+   gradient pass runs on exactly those weights, so its detached log-probs ARE the old log-probs and
+   the extra pass is skipped.
+4. Each epoch, each mini-batch: forward + backward per micro-batch, each loss share divided by the
+   mini-batch's counts, so the accumulated gradient is the mini-batch gradient; clip (norm reported
+   before clipping); AdamW step. Metrics are averaged over the optimizer steps.
 """
 
 from __future__ import annotations
@@ -59,6 +62,21 @@ def plan_micro_batches(lengths: list[int], token_budget: int) -> list[list[int]]
         else:
             plan.append([i])
     return plan
+
+
+def split_mini_batches(rows: list[int], mini_batches: int) -> list[list[int]]:
+    """``rows`` dealt round-robin into exactly ``mini_batches`` lists (row k goes to list k mod M), so
+    that every mini-batch mixes episodes and steps; lists are empty when there are fewer rows than M.
+    Each non-empty list is one optimizer step (verl's ``ppo_mini_batch_size``, given as a count)."""
+    if mini_batches < 1:
+        raise ValueError("optim.mini_batches must be >= 1")
+    return [rows[k::mini_batches] for k in range(mini_batches)]
+
+
+def needs_old_pass(cfg: OptimConfig) -> bool:
+    """Whether a gradient pass can run on weights other than the rollout's (several epochs or
+    mini-batches), so that the old log-probs need a pass of their own before the first step."""
+    return cfg.epochs > 1 or cfg.mini_batches > 1
 
 
 class UpdaterState:
@@ -119,8 +137,8 @@ class Updater(UpdaterState):
             raise ValueError(f"estimator ratio_mode '{self.ratio_mode}' is not one of {', '.join(RATIO_MODES)}")
         if self.loss_agg not in LOSS_AGGS:
             raise ValueError(f"estimator loss_agg '{self.loss_agg}' is not one of {', '.join(LOSS_AGGS)}")
-        if cfg.token_budget < 1 or cfg.epochs < 1:
-            raise ValueError("optim.token_budget and optim.epochs must be >= 1")
+        if cfg.token_budget < 1 or cfg.epochs < 1 or cfg.mini_batches < 1:
+            raise ValueError("optim.token_budget, optim.epochs and optim.mini_batches must be >= 1")
         if cfg.kl_entropy_agg not in KL_ENTROPY_AGGS:
             raise ValueError(f"optim.kl_entropy_agg must be one of {', '.join(KL_ENTROPY_AGGS)}, "
                              f"got '{cfg.kl_entropy_agg}'")
@@ -155,8 +173,8 @@ class Updater(UpdaterState):
         return [self.policy.forward(mb, reference=reference).logprobs for mb in batches]
 
     def update(self, samples: list[StepSample]) -> dict[str, float]:
-        """One update on a batch of step rows (rows with an empty response take no part); metrics are
-        full-batch values averaged over epochs."""
+        """One update on a batch of step rows (rows with an empty response take no part): ``mini_batches``
+        optimizer steps per epoch; metrics are values averaged over those steps."""
         start = time.perf_counter()
         cfg, policy = self.cfg, self.policy
         if self.critic is not None and any(s.value_target is None for s in samples):
@@ -165,54 +183,64 @@ class Updater(UpdaterState):
                 and not (cfg.skip_zero_advantage and self.critic is None and s.advantage == 0.0)]
         if not rows and not self.dist.enabled:
             return {"timing/update_s": time.perf_counter() - start}
-        lengths = [len(samples[i].prompt_ids) + len(samples[i].response_ids) for i in rows]
-        plan = [[rows[j] for j in group] for group in plan_micro_batches(lengths, cfg.token_budget)]
+        plan: list[list[int]] = []  # every micro-batch of every mini-batch (step 1)
+        steps: list[tuple[list[int], Denominators]] = []  # per optimizer step: its micro-batches (plan indices)
+        for mini in split_mini_batches(rows, cfg.mini_batches):
+            counts = sum_counts([len(mini), sum(len(samples[i].response_ids) for i in mini)], self.dist)
+            if counts[0] == 0:  # no rank has a row in this mini-batch (the counts are global: all ranks agree)
+                continue
+            lengths = [len(samples[i].prompt_ids) + len(samples[i].response_ids) for i in mini]
+            groups = [[mini[j] for j in group] for group in plan_micro_batches(lengths, cfg.token_budget)]
+            steps.append((list(range(len(plan), len(plan) + len(groups))),
+                          Denominators(actions=int(counts[0]), tokens=int(counts[1]))))
+            plan += groups
+        if not steps:  # no rank has a row with a response
+            return {"timing/update_s": time.perf_counter() - start}
         batches = [self._collate(samples, group) for group in plan]
         device = policy.device
         advantages = [torch.tensor([samples[i].advantage for i in g], dtype=torch.float32, device=device)
                       for g in plan]
-        counts = sum_counts([len(rows), sum(len(samples[i].response_ids) for i in rows)], self.dist)
-        if counts[0] == 0:  # no rank has a row with a response
-            return {"timing/update_s": time.perf_counter() - start}
-        denom = Denominators(actions=int(counts[0]), tokens=int(counts[1]))  # whole batch, all ranks
 
         ref_logps = self._no_grad_pass(batches, reference=True) if cfg.kl_coef > 0 else None  # step 2
-        old_logps = self._no_grad_pass(batches, reference=False) if cfg.epochs > 1 else None  # step 3
+        old_logps = self._no_grad_pass(batches, reference=False) if needs_old_pass(cfg) else None  # step 3
         old_values = targets = None
         if self.critic is not None:
             old_values = [torch.tensor(self.values([samples[i] for i in g]), dtype=torch.float32, device=device)
-                          for g in plan] if cfg.epochs > 1 else None
+                          for g in plan] if needs_old_pass(cfg) else None
             targets = [torch.tensor([samples[i].value_target for i in g], dtype=torch.float32, device=device)
                        for g in plan]
 
         sums: dict[str, float] = {}
 
         def add(key: str, value: float) -> None:
-            sums[key] = sums.get(key, 0.0) + value / cfg.epochs
+            sums[key] = sums.get(key, 0.0) + value / (cfg.epochs * len(steps))
 
         with progress_bar("update: micro-batches", total=cfg.epochs * len(batches)) as advance:
             for _ in range(cfg.epochs):  # step 4
-                for k, mb in enumerate(batches):
-                    with policy.train_mode():
-                        out = policy.forward(mb, with_entropy=True, with_prompt_hidden=self.critic is not None)
-                    old = old_logps[k] if old_logps is not None else out.logprobs.detach()
-                    shares = policy_loss(
-                        out.logprobs, old, ref_logps[k] if ref_logps is not None else None, out.entropy,
-                        advantages[k], mb.response_mask, ratio_mode=self.ratio_mode, loss_agg=self.loss_agg,
-                        denom=denom, clip_low=cfg.clip_low, clip_high=cfg.clip_high, dual_clip=cfg.dual_clip,
-                        kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef, kl_entropy_agg=cfg.kl_entropy_agg)
-                    shares.loss.backward()
-                    for key in ("pg_loss", "kl", "entropy", "clipfrac", "ratio_mean", "approx_kl"):
-                        add(f"actor/{key}", getattr(shares, key))
-                    if self.ratio_mode == "token":
-                        add("actor/dual_clipfrac", shares.dual_clipfrac)
-                    if self.critic is not None:
-                        self._value_loss_share(out.prompt_hidden, old_values[k] if old_values is not None else None,
-                                               targets[k], denom, add)
-                    advance()
-                critic_params = list(self.critic.head.parameters()) if self.critic is not None else []
-                all_reduce_grads(self.params + critic_params, self.dist)  # = the one-process gradient
-                self._optimizer_step(add)
+                for members, denom in steps:
+                    for k in members:
+                        mb = batches[k]
+                        with policy.train_mode():
+                            out = policy.forward(mb, with_entropy=True, with_prompt_hidden=self.critic is not None)
+                        old = old_logps[k] if old_logps is not None else out.logprobs.detach()
+                        shares = policy_loss(
+                            out.logprobs, old, ref_logps[k] if ref_logps is not None else None, out.entropy,
+                            advantages[k], mb.response_mask, ratio_mode=self.ratio_mode, loss_agg=self.loss_agg,
+                            denom=denom, clip_low=cfg.clip_low, clip_high=cfg.clip_high, dual_clip=cfg.dual_clip,
+                            kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef, kl_entropy_agg=cfg.kl_entropy_agg)
+                        shares.loss.backward()
+                        for key in ("pg_loss", "kl", "entropy", "clipfrac", "ratio_mean", "approx_kl"):
+                            add(f"actor/{key}", getattr(shares, key))
+                        if self.ratio_mode == "token":
+                            add("actor/dual_clipfrac", shares.dual_clipfrac)
+                        if self.critic is not None:
+                            self._value_loss_share(out.prompt_hidden,
+                                                   old_values[k] if old_values is not None else None,
+                                                   targets[k], denom, add)
+                        advance()
+                    critic_params = list(self.critic.head.parameters()) if self.critic is not None else []
+                    all_reduce_grads(self.params + critic_params, self.dist)  # = the one-process gradient
+                    self._optimizer_step(add)
 
         if self.dist.enabled:  # shares of global denominators: their sum over ranks is the batch value
             per_rank = gather(sums, self.dist)  # a rank without rows has only the grad norms
@@ -220,12 +248,13 @@ class Updater(UpdaterState):
                     for k, v in sums.items()} | {k: sum(r.get(k, 0.0) for r in per_rank)
                                                  for r in per_rank for k in r if k not in sums}
         elapsed = time.perf_counter() - start
-        real = sum(lengths)
+        real = sum(len(samples[i].prompt_ids) + len(samples[i].response_ids) for g in plan for i in g)
         padded = sum(mb.input_ids.numel() for mb in batches)
         sums.update({
             "actor/lr": cfg.lr,
             "perf/tokens_per_s": real * cfg.epochs / elapsed,
             "perf/micro_batches": float(len(batches)),
+            "actor/optimizer_steps": float(cfg.epochs * len(steps)),
             "perf/padding_frac": 1.0 - real / max(padded, 1),
             "timing/update_s": elapsed,
         })
