@@ -30,6 +30,7 @@ from gagpo_cli.train.policy import Policy
 from gagpo_cli.train.score_update import ScoreSample, ScoreUpdater
 from gagpo_cli.train.scoring import ScoreInput
 
+
 @dataclass
 class GagpoLoss:
     """The loss GAGPO declares (what the updater reads; ``benchmarks/estimators.py`` shadows the package here)."""

@@ -240,7 +240,7 @@ def _slow_sums_adapter_on_actions(policy: Policy, inp: ScoreInput) -> torch.Tens
     sums = []
     for cand in candidates:
         keep = torch.tensor([0.0] * len(prompt) + [1.0] * len(cand))[None, :, None]
-        hooks = [m.register_forward_hook(lambda _m, _i, out: out * keep)
+        hooks = [m.register_forward_hook(lambda _m, _i, out, keep=keep: out * keep)
                  for name, m in policy.model.named_modules() if name.endswith("lora_B.default")]
         try:
             logits = policy.model(input_ids=torch.tensor([list(prompt) + list(cand)])).logits
