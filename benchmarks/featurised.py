@@ -15,6 +15,7 @@ import time
 
 import torch
 
+from environments.base import score_mode_env_options
 from environments.pool import EnvPool
 from gagpo_cli.threads import apply_threads
 from gagpo_cli.train.featurised import FeaturisedPolicy
@@ -65,7 +66,7 @@ def main() -> None:
     parser.add_argument("--naive-episodes", type=int, default=16, help="episodes for the slow baseline")
     args = parser.parse_args()
     apply_threads(None)
-    options = {"search_queries": 4} if args.env == "webshop" else {}
+    options = score_mode_env_options(args.env, {})  # e.g. WebShop's candidate search queries
     policy = FeaturisedPolicy(seed=0)
     with EnvPool(args.env, options, workers=0) as pool:
         tasks = [TaskSpec("train", i, 0, i // 8) for i in range(args.episodes)]
