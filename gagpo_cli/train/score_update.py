@@ -37,7 +37,7 @@ from gagpo_cli.train.loss import (
 )
 from gagpo_cli.train.records import progress_bar
 from gagpo_cli.train.scoring import ScoreInput
-from gagpo_cli.train.update import UpdaterState, needs_old_pass, plan_micro_batches, split_mini_batches
+from gagpo_cli.train.update import UpdaterState, needs_old_pass, plan_micro_batches, plan_steps
 
 _said_token_ratio = False
 
@@ -133,14 +133,8 @@ class ScoreUpdater(UpdaterState):
                 and not (cfg.skip_zero_advantage and s.advantage == 0.0 and self.critic is None)]
         if not rows:
             return {"timing/update_s": time.perf_counter() - start, "actor/update_rows": 0.0}
-        plan: list[list[int]] = []  # every micro-batch of every mini-batch
-        steps: list[tuple[list[int], Denominators]] = []  # per optimizer step: its micro-batches (plan indices)
-        for mini in split_mini_batches(rows, cfg.mini_batches):
-            if mini:
-                groups = self._plan(samples, mini)
-                steps.append((list(range(len(plan), len(plan) + len(groups))),
-                              Denominators(actions=len(mini), tokens=len(mini))))  # one unit per action
-                plan += groups
+        plan, steps = plan_steps(rows, cfg.mini_batches, lambda mini: self._plan(samples, mini),
+                                 lambda mini: Denominators(actions=len(mini), tokens=len(mini)) if mini else None)
         device = self.policy.device
         advantages = [torch.tensor([samples[i].advantage for i in g], dtype=torch.float32, device=device)
                       for g in plan]

@@ -73,6 +73,26 @@ def split_mini_batches(rows: list[int], mini_batches: int) -> list[list[int]]:
     return [rows[k::mini_batches] for k in range(mini_batches)]
 
 
+def plan_steps(rows: list[int], mini_batches: int, plan: Callable[[list[int]], list[list[int]]],
+               denominators: Callable[[list[int]], Denominators | None]
+               ) -> tuple[list[list[int]], list[tuple[list[int], Denominators]]]:
+    """The optimizer steps of one epoch: ``rows`` dealt into ``mini_batches`` mini-batches
+    (``split_mini_batches``); each is planned into micro-batches by ``plan`` (rows -> groups of rows)
+    and gets the loss ``denominators`` it returns (None: no step for it; called for every mini-batch,
+    so it may be a collective). Returns (every micro-batch, per step: (its micro-batches' indices in
+    that list, its denominators))."""
+    micro: list[list[int]] = []
+    steps: list[tuple[list[int], Denominators]] = []
+    for mini in split_mini_batches(rows, mini_batches):
+        denom = denominators(mini)
+        if denom is None:
+            continue
+        groups = plan(mini)
+        steps.append((list(range(len(micro), len(micro) + len(groups))), denom))
+        micro += groups
+    return micro, steps
+
+
 def needs_old_pass(cfg: OptimConfig) -> bool:
     """Whether a gradient pass can run on weights other than the rollout's (several epochs or
     mini-batches), so that the old log-probs need a pass of their own before the first step."""
@@ -183,17 +203,16 @@ class Updater(UpdaterState):
                 and not (cfg.skip_zero_advantage and self.critic is None and s.advantage == 0.0)]
         if not rows and not self.dist.enabled:
             return {"timing/update_s": time.perf_counter() - start}
-        plan: list[list[int]] = []  # every micro-batch of every mini-batch (step 1)
-        steps: list[tuple[list[int], Denominators]] = []  # per optimizer step: its micro-batches (plan indices)
-        for mini in split_mini_batches(rows, cfg.mini_batches):
-            counts = sum_counts([len(mini), sum(len(samples[i].response_ids) for i in mini)], self.dist)
-            if counts[0] == 0:  # no rank has a row in this mini-batch (the counts are global: all ranks agree)
-                continue
+
+        def micro_batches(mini: list[int]) -> list[list[int]]:
             lengths = [len(samples[i].prompt_ids) + len(samples[i].response_ids) for i in mini]
-            groups = [[mini[j] for j in group] for group in plan_micro_batches(lengths, cfg.token_budget)]
-            steps.append((list(range(len(plan), len(plan) + len(groups))),
-                          Denominators(actions=int(counts[0]), tokens=int(counts[1]))))
-            plan += groups
+            return [[mini[j] for j in group] for group in plan_micro_batches(lengths, cfg.token_budget)]
+
+        def global_counts(mini: list[int]) -> Denominators | None:  # all ranks agree: the counts are global
+            counts = sum_counts([len(mini), sum(len(samples[i].response_ids) for i in mini)], self.dist)
+            return Denominators(actions=int(counts[0]), tokens=int(counts[1])) if counts[0] else None
+
+        plan, steps = plan_steps(rows, cfg.mini_batches, micro_batches, global_counts)  # step 1
         if not steps:  # no rank has a row with a response
             return {"timing/update_s": time.perf_counter() - start}
         batches = [self._collate(samples, group) for group in plan]
