@@ -30,6 +30,13 @@ def _kill(proc) -> None:
     assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
 
 
+def _sleep_unless(seconds: float, path) -> None:
+    """Sleep ``seconds``, or less if ``path`` appears first."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not path.exists():
+        time.sleep(0.01)
+
+
 def _resume_and_compare(root, model_dir, name: str, straight) -> str:
     resumed = _start(root, [*_args(_flags(root, model_dir, name, 4)), "--resume"])
     out, err = resumed.communicate(timeout=300)
@@ -56,9 +63,9 @@ def test_kill_9_at_any_moment_then_resume_matches_an_uninterrupted_run(setup, st
         _wait_for(run_dir / "evals" / "iter_000000.json", proc)  # the evaluation before any update
     elif moment == "after-checkpoint-1":
         _wait_for(checkpoint_dir(run_dir) / "iter_000001", proc)
-    else:
+    else:  # a random moment before the run's iteration 4 ends (the uninterrupted run's length)
         _wait_for(run_dir / "config.yaml", proc)
-        time.sleep(random.Random(RANDOM_SEED).uniform(0.0, 6.0))
+        _sleep_unless(random.Random(RANDOM_SEED).uniform(0.0, 6.0), checkpoint_dir(run_dir) / "iter_000003")
     _kill(proc)
     before_first_save = not list_checkpoints(run_dir)
     if moment in ("run-dir-created", "baseline-recorded"):
@@ -99,3 +106,12 @@ def test_resume_of_a_folder_without_a_run_is_an_error_that_points_to_the_plain_c
     with pytest.raises(UsageError, match="holds no run to continue; start it without --resume"):
         _in_process(flags, SETS, resume=True)
     assert not (tmp_path / "never-started").exists()
+
+
+def test_resume_with_fewer_iterations_than_the_checkpoint_holds_is_an_error(setup, straight_run):
+    root, model_dir = setup
+    before = {p: p.read_bytes() for p in (straight_run / "config.yaml", straight_run / "metrics.jsonl",
+                                          straight_run / "eval.json")}
+    with pytest.raises(UsageError, match=r"already holds 4 iterations, more than --iterations 2; raise --iterations"):
+        _in_process(_flags(root, model_dir, "straight", 2), resume=True)
+    assert {p: p.read_bytes() for p in before} == before  # the finished run is left as it was

@@ -129,7 +129,12 @@ def list_checkpoints(run_dir: Path) -> list[Path]:
     if not root.is_dir():
         return []
     found = [p for p in root.iterdir() if p.is_dir() and p.name.startswith(_PREFIX) and p.name[5:].isdigit()]
-    return sorted(found, key=lambda p: int(p.name[len(_PREFIX):]))
+    return sorted(found, key=checkpoint_iteration)
+
+
+def checkpoint_iteration(path: Path) -> int:
+    """The number of completed iterations a checkpoint folder holds (``iter_000010`` -> 10)."""
+    return int(path.name[len(_PREFIX):])
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:

@@ -44,6 +44,7 @@ from gagpo_cli.threads import apply_threads
 from gagpo_cli.train import distributed
 from gagpo_cli.train.checkpoint import (
     capture_rng,
+    checkpoint_iteration,
     checkpoint_path,
     latest_checkpoint,
     list_checkpoints,
@@ -173,6 +174,11 @@ def _prepare_run_dir(cfg: ExperimentConfig, resume: bool) -> tuple[Path, bool]:
         checkpoint = newest_intact_checkpoint(run_dir, say=_warn)
         if checkpoint is not None:
             _check_same_config(cfg, run_dir)
+            done = checkpoint_iteration(checkpoint)
+            if done > cfg.train.iterations:
+                raise UsageError(f"--resume: {checkpoint} already holds {done} iterations, more than "
+                                 f"--iterations {cfg.train.iterations}; raise --iterations to continue it, "
+                                 f"or evaluate it with `gagpo eval --policy {checkpoint} --env {cfg.env.name}`")
             print(f"continuing from {checkpoint}", file=sys.stderr, flush=True)
         else:
             _warn(f"--resume: {run_dir} has no usable checkpoint yet (the run stopped before its first save); "
