@@ -281,8 +281,7 @@ def yaml_error_message(file: str | Path, exc: yaml.YAMLError) -> str:
     context, context_mark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
     if context and context_mark is not None and context_mark is not mark:
         problem = f"{problem} ({context} at line {context_mark.line + 1}, column {context_mark.column + 1})"
-    return f"{where}: not valid YAML: {problem} (line {mark.line + 1}, column {mark.column + 1})" if mark \
-        else f"{where}: not valid YAML: {problem}"
+    return f"{where}: not valid YAML: {problem}"
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> ExperimentConfig:

@@ -63,6 +63,14 @@ def test_bad_files_name_the_key_and_the_file(tmp_path, text, fragment):
     assert str(file) in str(info.value)
 
 
+def test_a_yaml_error_names_file_line_and_column_once(tmp_path):
+    file = tmp_path / "indent.yaml"
+    file.write_text("train:\n  iterations: 3\n   seed: 1\n")
+    with pytest.raises(UsageError) as info:
+        load_config(file)
+    assert str(info.value) == f"{file}:3:8: not valid YAML: mapping values are not allowed here"
+
+
 def test_bad_overrides_are_usage_errors():
     with pytest.raises(UsageError, match="not KEY=VALUE"):
         load_config(None, ["optim.lr"])
