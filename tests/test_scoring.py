@@ -229,6 +229,33 @@ def test_score_mode_rollout_sends_the_chosen_candidate():
         assert r.old_logp == pytest.approx(logp[r.choice].item(), abs=1e-5)  # uniform at the start
 
 
+@pytest.mark.parametrize("mini_batches", [1, 2])  # the start log-probs from the first pass / the old pass
+def test_the_update_reports_the_gap_to_the_rollouts_probabilities(mini_batches):
+    policy = FeaturisedPolicy(seed=0)
+    with torch.no_grad():  # away from the uniform start, so a wrong row or choice would show
+        for p in policy.model.parameters():
+            p.add_(0.3 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
+    with EnvPool.from_environment(CorridorEnvironment()) as pool:
+        out = collect(policy, pool, [TaskSpec("train", i, 0, i) for i in range(4)], max_steps=5,
+                      history=2, temperature=0.7, max_new_tokens=1, success_reward=10.0, invalid_penalty=0.1,
+                      action_mode="score", generator=torch.Generator().manual_seed(0))
+    gen = torch.Generator().manual_seed(1)
+
+    def samples(shift: float) -> list[ScoreSample]:
+        return [ScoreSample(r.score_input, r.choice, advantage=float(torch.randn(1, generator=gen)),
+                            rollout_logp=r.old_logp + shift) for r in out.rows]
+
+    cfg = OptimConfig(lr=0.0, kl_coef=0.0, mini_batches=mini_batches)
+    same = ScoreUpdater(policy, get_estimator("grpo"), cfg, temperature=0.7).update(samples(0.0))
+    assert same["actor/rollout_probs_diff_max"] < 1e-6  # fp32, the same weights: no gap
+    halved = ScoreUpdater(policy, get_estimator("grpo"), cfg, temperature=0.7).update(samples(math.log(0.5)))
+    expected = 0.5 * torch.tensor([r.old_logp for r in out.rows], dtype=torch.float64).exp()
+    assert halved["actor/rollout_probs_diff_max"] == pytest.approx(expected.max().item(), rel=1e-5)
+    assert halved["actor/rollout_probs_diff_mean"] == pytest.approx(expected.mean().item(), rel=1e-5)
+    assert "actor/rollout_probs_diff_max" not in ScoreUpdater(policy, get_estimator("grpo"), cfg).update(
+        [ScoreSample(r.score_input, r.choice, advantage=1.0) for r in out.rows])  # no rollout log-probs
+
+
 # ---------------------------------------------------------------------------- command line
 
 

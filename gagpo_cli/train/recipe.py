@@ -421,7 +421,8 @@ def _iteration(cfg: ExperimentConfig, iteration: int, policy: Any, pool: Any, es
 
     began = time.perf_counter()
     if cfg.rollout.action_mode == "score":
-        samples = [ScoreSample(score_input=r.score_input, choice=r.choice) for r in rollout.rows]
+        samples = [ScoreSample(score_input=r.score_input, choice=r.choice, rollout_logp=r.old_logp)
+                   for r in rollout.rows]
     else:
         samples = [StepSample(prompt_ids=r.prompt_ids, response_ids=r.response_ids) for r in rollout.rows]
     values = updater.values(samples) if estimator.needs_critic else None  # SPEC 5 ppo: V_phi(s_t)

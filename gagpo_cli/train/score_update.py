@@ -12,6 +12,9 @@ Same steps and metric names as ``update.Updater`` (generate mode), with one "tok
    exact entropy H(pi(.|s)) and exact KL(pi(.|s) || pi_ref(.|s)) (replacing the k3 estimate), each
    divided by the mini-batch's counts so that summing the micro-batch shares gives its gradient.
    ``ppo``'s critic reads ``ScoreOutput.state``.
+4. ``actor/rollout_probs_diff_max`` / ``_mean``: |pi_old(a|s) - pi_rollout(a|s)| over the rows, the
+   gap between the probability the rollout sampled with and the one the update starts from (the same
+   weights; bf16 rounding and batch layout make it non-zero), as verl's ``rollout_probs_diff``.
 The token-ratio ablation has no separate meaning with one unit per action: it is treated as the
 sequence ratio (said once on stderr).
 """
@@ -50,6 +53,7 @@ class ScoreSample:
     choice: int  # index of the action taken among score_input.candidates
     advantage: float = 0.0
     value_target: float | None = None  # ppo only
+    rollout_logp: float | None = None  # log pi(choice | s) the rollout sampled with (step 4)
 
 
 def _say_token_ratio_once() -> None:
@@ -154,12 +158,13 @@ class ScoreUpdater(UpdaterState):
                        for g in plan]
 
         sums: dict[str, float] = {}
+        start_logps: list[torch.Tensor] = [torch.empty(0)] * len(plan)  # log pi_old(a|s), for step 4
 
         def add(key: str, value: float) -> None:
             sums[key] = sums.get(key, 0.0) + value / (cfg.epochs * len(steps))
 
         with progress_bar("update: micro-batches", total=cfg.epochs * len(plan)) as advance:
-            for _ in range(cfg.epochs):
+            for epoch in range(cfg.epochs):
                 for members, denom in steps:
                     for k in members:
                         group = plan[k]
@@ -167,6 +172,8 @@ class ScoreUpdater(UpdaterState):
                             logp_all, _, state = self._log_probs(samples, group, with_state=self.critic is not None)
                         logp = self._chosen(logp_all, samples, group)
                         old = old_logps[k] if old_logps is not None else logp.detach()
+                        if epoch == 0:
+                            start_logps[k] = old
                         ent = scoring.entropy(logp_all)[:, None]  # exact over the categorical
                         shares = policy_loss(
                             logp, old, None, ent, advantages[k], masks[k], ratio_mode="sequence",
@@ -189,6 +196,7 @@ class ScoreUpdater(UpdaterState):
                         advance()
                     self._optimizer_step(add)
 
+        sums.update(_rollout_probs_diff(samples, plan, start_logps))
         elapsed = time.perf_counter() - start
         units = sum(self.policy.score_cost(samples[i].score_input) for i in rows)
         sums.update({
@@ -200,3 +208,16 @@ class ScoreUpdater(UpdaterState):
             "timing/update_s": elapsed,
         })
         return sums
+
+
+def _rollout_probs_diff(samples: list[ScoreSample], plan: list[list[int]],
+                        start_logps: list[torch.Tensor]) -> dict[str, float]:
+    """Step 4: max and mean of |pi_old(a|s) - pi_rollout(a|s)| over the planned rows; {} when a row
+    has no rollout log-prob."""
+    rows = [i for group in plan for i in group]
+    if any(samples[i].rollout_logp is None for i in rows):
+        return {}
+    rollout = torch.tensor([samples[i].rollout_logp for i in rows], dtype=torch.float64)
+    start = torch.cat([t.reshape(-1) for t in start_logps]).double().cpu()
+    diff = (start.exp() - rollout.exp()).abs()
+    return {"actor/rollout_probs_diff_max": diff.max().item(), "actor/rollout_probs_diff_mean": diff.mean().item()}
