@@ -100,3 +100,58 @@ def test_engine_crash_mid_rollout_saves_and_resume_continues(tmp_path):
     with EnvPool.from_environment(CorridorEnvironment()) as pool:
         run_dir = train(cfg, resume=True, policy=tiny_policy(), env_pool=pool)
     assert [m["iteration"] for m in read_metrics(run_dir)] == [1, 2, 3]
+
+
+def _comparable(lines: list[dict]) -> list[dict]:
+    return [{k: v for k, v in m.items() if not k.startswith(("timing/", "perf/"))} for m in lines]
+
+
+def _engine_failing_after_sync(monkeypatch, syncs: int, *, in_sync: bool) -> None:
+    """The hf engine fails on its ``syncs``-th weight sync (``in_sync``), or on its first generation
+    after that sync (an evaluation: rollouts generate before the sync)."""
+    state = {"syncs": 0}
+    real_sync, real_generate = HFEngine.sync, HFEngine.generate
+
+    def sync(self):
+        state["syncs"] += 1
+        if in_sync and state["syncs"] == syncs:
+            raise EngineError("rollout engine 'hf' failed to sync weights: device lost")
+        real_sync(self)
+
+    def generate(self, prompts, **kwargs):
+        if not in_sync and state["syncs"] == syncs:
+            raise EngineError("rollout engine 'hf' failed while generating: backend died")
+        return real_generate(self, prompts, **kwargs)
+
+    monkeypatch.setattr(HFEngine, "sync", sync)
+    monkeypatch.setattr(HFEngine, "generate", generate)
+
+
+@pytest.mark.parametrize("where, sets, syncs", [
+    ("sync", [], 2),
+    ("evaluation", ["train.eval_every=1", "train.eval_episodes=2"], 2),
+    ("final evaluation", ["train.eval_episodes=2"], 3),
+])
+def test_an_engine_failing_after_the_update_keeps_it_and_resume_matches_an_uninterrupted_run(
+        tmp_path, monkeypatch, where, sets, syncs):
+    sets = [*SMALL, *sets, "rollout.engine=hf", f"logging.output_dir={tmp_path}"]
+    with EnvPool.from_environment(CorridorEnvironment()) as pool:
+        straight = train(load_config(None, [*sets, "logging.run_name=straight"]), policy=tiny_policy(), env_pool=pool)
+    cfg = load_config(None, [*sets, "logging.run_name=crashed"])
+    _engine_failing_after_sync(monkeypatch, syncs, in_sync=where == "sync")
+    with EnvPool.from_environment(CorridorEnvironment()) as pool, pytest.raises(EngineCrashed) as caught:
+        train(cfg, policy=tiny_policy(), env_pool=pool)
+    assert caught.value.checkpoint.name == f"iter_{syncs:06d}"  # the update that had finished is kept
+    assert "--resume" in str(caught.value)
+    run_dir = caught.value.run_dir
+    assert [m["iteration"] for m in read_metrics(run_dir)] == list(range(1, syncs + 1))
+    assert not (run_dir / "eval.json").exists()
+
+    monkeypatch.undo()
+    with EnvPool.from_environment(CorridorEnvironment()) as pool:
+        train(cfg, resume=True, policy=tiny_policy(), env_pool=pool)
+    resumed, expected = _comparable(read_metrics(run_dir)), _comparable(read_metrics(straight))
+    if where == "evaluation":  # the evaluation of the failed iteration is the one thing lost
+        expected[syncs - 1] = {k: v for k, v in expected[syncs - 1].items() if not k.startswith("eval/")}
+    assert resumed == expected
+    assert (run_dir / "eval.json").is_file() == (straight / "eval.json").is_file() == (where != "sync")

@@ -13,7 +13,9 @@ For each iteration:
 After the last iteration the final policy is evaluated into ``eval.json``.
 
 Ctrl-C finishes the iteration in flight (or abandons its rollout, which changes nothing), saves a
-checkpoint and raises ``TrainingInterrupted``; a second Ctrl-C stops at once.
+checkpoint and raises ``TrainingInterrupted``; a second Ctrl-C stops at once. A rollout engine that
+fails does the same (``EngineCrashed``): mid-rollout, the previous iteration's state is saved; while
+syncing weights or evaluating, the finished update is recorded and saved first.
 """
 
 from __future__ import annotations
@@ -80,7 +82,9 @@ class TrainingInterrupted(Exception):
 
 
 class EngineCrashed(TrainingInterrupted):
-    """The rollout engine failed mid-rollout; the previous iteration's state is saved in ``checkpoint``."""
+    """The rollout engine failed; ``checkpoint`` holds the newest state: the previous iteration's when
+    it failed mid-rollout, the current one's when it failed syncing weights or evaluating after the
+    update (the update is kept, that evaluation is lost)."""
 
     def __init__(self, run_dir: Path, checkpoint: Path, error: Exception) -> None:
         super().__init__(run_dir, checkpoint)
@@ -367,13 +371,18 @@ def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, estimator: Any, p
                     if isinstance(exc, EngineError):
                         raise EngineCrashed(run_dir, saved, exc) from None
                     raise TrainingInterrupted(run_dir, saved) from None
-                engine.sync()  # the next generation uses the updated weights
                 evaluation = None
-                if cfg.train.eval_every and iteration % cfg.train.eval_every == 0 and cfg.train.eval_episodes:
-                    evaluation = evaluate_policy(cfg, engine, pool, eval_split)
-                    write_eval_record(run_dir, iteration, evaluation)
-                    metrics.update(summary_metrics(evaluation, "eval"))
-                    metrics["timing/eval_s"] = evaluation["seconds"]
+                try:
+                    engine.sync()  # the next generation uses the updated weights
+                    if cfg.train.eval_every and iteration % cfg.train.eval_every == 0 and cfg.train.eval_episodes:
+                        evaluation = evaluate_policy(cfg, engine, pool, eval_split)
+                        write_eval_record(run_dir, iteration, evaluation)
+                        metrics.update(summary_metrics(evaluation, "eval"))
+                        metrics["timing/eval_s"] = evaluation["seconds"]
+                except EngineError as exc:  # the update is done: record and keep it (this evaluation is lost)
+                    records.log(iteration, metrics)
+                    raise EngineCrashed(run_dir, save_checkpoint(run_dir, iteration, policy, updater, capture_rng()),
+                                        exc) from None
                 records.log(iteration, metrics)
                 print(progress_line(iteration, cfg.train.iterations, metrics), flush=True)
                 run_progress.finished(iteration)
@@ -389,6 +398,8 @@ def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, estimator: Any, p
             with Heartbeat("final evaluation"):
                 evaluation = evaluate_policy(cfg, engine, pool, eval_split)
             write_eval_record(run_dir, cfg.train.iterations, evaluation)
+    except EngineError as exc:  # the trained policy is saved: --resume runs only this evaluation again
+        raise EngineCrashed(run_dir, latest_checkpoint(run_dir), exc) from None
     finally:
         engine.close()
     if cfg.train.eval_episodes:
