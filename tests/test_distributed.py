@@ -3,6 +3,8 @@ exactly the parameter update (and report the metrics) of one process on the whol
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -13,7 +15,10 @@ from estimators import get_estimator
 from gagpo_cli.config import OptimConfig
 from gagpo_cli.errors import UsageError
 from gagpo_cli.train.distributed import Dist, gather, shard, shard_tasks
+from gagpo_cli.train.featurised import FeaturisedPolicy
 from gagpo_cli.train.rollout import TaskSpec
+from gagpo_cli.train.score_update import ScoreSample, ScoreUpdater
+from gagpo_cli.train.scoring import ScoreInput
 from gagpo_cli.train.update import StepSample, Updater
 
 GROUPS, K = 4, 3
@@ -39,19 +44,62 @@ def _rows_of(ctx: Dist, split: str) -> list[int]:
     return [g * K + j for g in shard(GROUPS, ctx) for j in range(K)]  # whole rollout groups per rank
 
 
-def _update(ctx: Dist, estimator: str, split: str) -> tuple[dict[str, float], list[torch.Tensor]]:
+def _score_batch() -> list[ScoreSample]:
+    """GROUPS x K score-mode rows (2-5 candidates each, one step without any) with advantages."""
+    g = torch.Generator().manual_seed(0)
+    rows = []
+    for i in range(GROUPS * K):
+        k = 2 + i % 4
+        cands = tuple(f"go to shelf {j}" if j % 2 else f"take bowl {j} from table {i}" for j in range(k))
+        inp = None if i == 4 else ScoreInput("alfworld", "put some bowl on shelf", f"You see table {i}.",
+                                             [("start", "look")], 1, cands, past_actions=("look",) * (i % 3))
+        rows.append(ScoreSample(inp, int(torch.randint(k, (1,), generator=g)),
+                                advantage=float(torch.randn(1, generator=g)),
+                                value_target=float(torch.randn(1, generator=g)), rollout_logp=-1.0 - 0.1 * i))
+    return rows
+
+
+def _score_policy() -> FeaturisedPolicy:
+    policy = FeaturisedPolicy(seed=0)
+    with torch.no_grad():  # away from the all-zero start, so every term has a gradient
+        for p in policy.model.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
+    return policy
+
+
+# Score mode compares gradients at lr 0: the featurised policy has many gradients below 1e-7 (a bias
+# shared by all candidates has an exact gradient of 0), whose sign Adam turns into lr-sized steps, so
+# summation-order rounding would show in the weights.
+SCORE_OPTIM = dataclasses.replace(OPTIM, lr=0.0, critic_lr=0.0)
+
+
+def _updater(estimator: str, split: str, ctx: Dist | None = None) -> tuple[Updater | ScoreUpdater, list]:
+    """The updater of a case and its batch: ``score-*`` splits train the featurised policy in score mode."""
     torch.manual_seed(0)
-    policy = tiny_policy()
-    updater = Updater(policy, get_estimator(estimator), OPTIM, dist=ctx)
-    samples = _batch()
-    metrics = updater.update([samples[i] for i in _rows_of(ctx, split)])
-    params = [p.detach().clone() for p in updater.params]
-    if updater.critic is not None:
-        params += [p.detach().clone() for p in updater.critic.head.parameters()]
-    return metrics, params
+    if split.startswith("score"):
+        return ScoreUpdater(_score_policy(), get_estimator(estimator), SCORE_OPTIM, dist=ctx), _score_batch()
+    return Updater(tiny_policy(), get_estimator(estimator), OPTIM, dist=ctx), _batch()
 
 
-CASES = (("gagpo", "groups"), ("gagpo", "all-on-rank-0"), ("ppo", "groups"))
+def _update(ctx: Dist, estimator: str, split: str) -> tuple[dict[str, float], list[torch.Tensor], list]:
+    """One update of a case: its metrics, the weights after it, and the gradients of every optimizer
+    step (summed over ranks: captured as the step begins)."""
+    updater, samples = _updater(estimator, split, ctx)
+    params = list(updater.params) + (list(updater.critic.head.parameters()) if updater.critic is not None else [])
+    grads: list[list[torch.Tensor]] = []
+    step = updater._optimizer_step
+
+    def capture(add):
+        grads.append([p.grad.clone() for p in params])
+        step(add)
+
+    updater._optimizer_step = capture
+    metrics = updater.update([samples[i] for i in _rows_of(ctx, split.removeprefix("score-"))])
+    return metrics, [p.detach().clone() for p in params], grads
+
+
+CASES = (("gagpo", "groups"), ("gagpo", "all-on-rank-0"), ("ppo", "groups"),
+         ("gagpo", "score-groups"), ("gagpo", "score-all-on-rank-0"), ("ppo", "score-groups"))
 
 
 def _worker(rank: int, world: int, init_file: str, out: str) -> None:
@@ -61,8 +109,9 @@ def _worker(rank: int, world: int, init_file: str, out: str) -> None:
         ctx = Dist(rank, world)
         results = {}
         for estimator, split in CASES:
-            metrics, params = _update(ctx, estimator, split)
-            results[estimator, split] = {"metrics": metrics, "params": gather(params, ctx)}
+            metrics, params, grads = _update(ctx, estimator, split)
+            results[estimator, split] = {"metrics": metrics, "params": gather(params, ctx),
+                                         "grads": gather(grads, ctx)}
         if rank == 0:
             torch.save(results, out)
     finally:
@@ -95,20 +144,31 @@ def test_shard_gives_contiguous_whole_groups():
 
 def _check(results: dict, estimator: str, split: str) -> None:
     two = results[estimator, split]
-    one_metrics, one_params = _update(Dist(), estimator, split)
-    initial = _update_free_params(estimator)
+    one_metrics, one_params, one_grads = _update(Dist(), estimator, split)
     rank0, rank1 = two["params"]
     for a, b, single in zip(rank0, rank1, one_params, strict=True):
         assert torch.equal(a, b)  # the ranks stay identical without broadcasting weights
         assert torch.allclose(a, single, rtol=1e-4, atol=1e-6), (a - single).abs().max()
-    assert any(not torch.allclose(s, i, atol=1e-4) for s, i in zip(one_params, initial, strict=True))  # it moved
-    for key in ("actor/pg_loss", "actor/kl", "actor/entropy", "actor/grad_norm", "actor/clipfrac"):
+    if split.startswith("score"):  # lr 0 (SCORE_OPTIM): every step's summed gradient is the one-process one
+        assert len(one_grads) == 2 and any(g.abs().sum() > 0 for g in one_grads[0])
+        assert all(torch.equal(a, b) for s0, s1 in zip(*two["grads"], strict=True) for a, b in zip(s0, s1, strict=True))
+        for two_step, one_step in zip(two["grads"][0], one_grads, strict=True):
+            for a, single in zip(two_step, one_step, strict=True):
+                torch.testing.assert_close(a, single, rtol=1e-4, atol=1e-7)
+    else:
+        initial = _update_free_params(estimator, split)
+        assert any(not torch.allclose(s, i, atol=1e-4) for s, i in zip(one_params, initial, strict=True))  # moved
+    keys = ["actor/pg_loss", "actor/kl", "actor/entropy", "actor/grad_norm", "actor/clipfrac"]
+    if split.startswith("score"):
+        keys += ["actor/update_rows", "actor/rollout_probs_diff_max", "actor/rollout_probs_diff_mean"]
+    if estimator == "ppo":
+        keys += ["critic/value_loss", "critic/grad_norm"]
+    for key in keys:
         assert abs(two["metrics"][key] - one_metrics[key]) < 1e-4 * max(1.0, abs(one_metrics[key])), key
 
 
-def _update_free_params(estimator: str) -> list[torch.Tensor]:
-    torch.manual_seed(0)
-    updater = Updater(tiny_policy(), get_estimator(estimator), OPTIM)
+def _update_free_params(estimator: str, split: str) -> list[torch.Tensor]:
+    updater, _ = _updater(estimator, split)
     params = [p.detach().clone() for p in updater.params]
     if updater.critic is not None:
         params += [p.detach().clone() for p in updater.critic.head.parameters()]
@@ -127,6 +187,12 @@ def test_token_ratio_loss_and_critic_update_as_one_process(two_processes):
     _check(two_processes, "ppo", "groups")
 
 
+@pytest.mark.parametrize("estimator, split", [("gagpo", "score-groups"), ("gagpo", "score-all-on-rank-0"),
+                                              ("ppo", "score-groups")])
+def test_score_mode_updates_as_one_process(two_processes, estimator, split):
+    _check(two_processes, estimator, split)
+
+
 # ---------------------------------------------------------------------------- the trainer under torchrun's variables
 
 TRAIN = ["model.name=tiny-random", "env.name=corridor", "rollout.tasks_per_batch=3", "rollout.group_size=2",
@@ -134,7 +200,10 @@ TRAIN = ["model.name=tiny-random", "env.name=corridor", "rollout.tasks_per_batch
          "train.eval_episodes=0", "train.save_every=1", "optim.lr=1e-3", "rollout.engine=hf"]
 
 
-def _train_worker(rank: int, world: int, port: int, out_dir: str) -> None:
+SCORE_TRAIN = ["model.name=bow-mlp", "rollout.action_mode=score"]  # the featurised policy ranks actions
+
+
+def _train_worker(rank: int, world: int, port: int, out_dir: str, mode: str) -> None:
     import os
 
     from envs.corridor import CorridorEnvironment
@@ -148,7 +217,11 @@ def _train_worker(rank: int, world: int, port: int, out_dir: str) -> None:
                        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
     try:
         with EnvPool.from_environment(CorridorEnvironment()) as pool:
-            train(load_config(None, [*TRAIN, f"logging.output_dir={out_dir}"]), policy=tiny_policy(), env_pool=pool)
+            if mode == "score":
+                train(load_config(None, [*TRAIN, *SCORE_TRAIN, f"logging.output_dir={out_dir}"]), env_pool=pool)
+            else:
+                train(load_config(None, [*TRAIN, f"logging.output_dir={out_dir}"]), policy=tiny_policy(),
+                      env_pool=pool)
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
@@ -162,14 +235,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_two_process_training_run(tmp_path):
+@pytest.mark.parametrize("mode, weights", [("generate", "adapter_model.safetensors"), ("score", "model.safetensors")])
+def test_two_process_training_run(tmp_path, mode, weights):
     """torchrun's environment: rank 0 writes the run with the whole batch's records, rank 1 keeps its
-    own under ranks/, and both end with the same weights."""
+    own under ranks/, and both end with the same weights (generate mode with the tiny model, score
+    mode with the featurised policy)."""
     from safetensors.torch import load_file
 
     from gagpo_cli.train.records import read_metrics
 
-    mp.spawn(_train_worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True)
+    mp.spawn(_train_worker, args=(2, _free_port(), str(tmp_path), mode), nprocs=2, join=True)
     run_dir = tmp_path / "default-gagpo-corridor-s0"
     lines = read_metrics(run_dir)
     assert [m["iteration"] for m in lines] == [1, 2]
@@ -177,6 +252,8 @@ def test_two_process_training_run(tmp_path):
     assert all(m["train/episodes"] == 6 for m in lines)
     rank1 = run_dir / "ranks" / "rank1"
     assert [m["iteration"] for m in read_metrics(rank1)] == [1, 2]
-    a = load_file(run_dir / "checkpoints" / "iter_000002" / "policy" / "adapter_model.safetensors")
-    b = load_file(rank1 / "checkpoints" / "iter_000002" / "policy" / "adapter_model.safetensors")
+    a = load_file(run_dir / "checkpoints" / "iter_000002" / "policy" / weights)
+    b = load_file(rank1 / "checkpoints" / "iter_000002" / "policy" / weights)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    first = load_file(run_dir / "checkpoints" / "iter_000001" / "policy" / weights)
+    assert any(not torch.equal(first[k], a[k]) for k in a)  # it trained

@@ -305,8 +305,6 @@ def train(cfg: ExperimentConfig, *, resume: bool = False, policy: Any = None, en
     if policy is None and cfg.model.name != FEATURISED:
         check_model_source(cfg.model.name)  # a missing or unreadable local model: before any folder is made
     ctx = distributed.init_from_env()  # torchrun: join the process group (one process: a no-op)
-    if ctx.enabled and cfg.rollout.action_mode == "score":
-        raise UsageError("several training processes (torchrun) need rollout.action_mode=generate")
     if ctx.rank > 0:  # ranks > 0 keep their own records under <run>/ranks/ (distributed.rank_config)
         cfg = distributed.rank_config(cfg, run_name(cfg), ctx)
     planned = Path(cfg.logging.output_dir) / run_name(cfg)

@@ -15,6 +15,8 @@ Same steps and metric names as ``update.Updater`` (generate mode), with one "tok
 4. ``actor/rollout_probs_diff_max`` / ``_mean``: |pi_old(a|s) - pi_rollout(a|s)| over the rows, the
    gap between the probability the rollout sampled with and the one the update starts from (the same
    weights; bf16 rounding and batch layout make it non-zero), as verl's ``rollout_probs_diff``.
+Under torchrun each rank trains on its own rows with the whole batch's counts and the gradients are
+summed before every step (the contract of ``distributed.py``), so N processes update as one.
 The token-ratio ablation has no separate meaning with one unit per action: it is treated as the
 sequence ratio (said once on stderr).
 """
@@ -31,6 +33,7 @@ import torch
 from gagpo_cli.config import OptimConfig
 from gagpo_cli.train import scoring
 from gagpo_cli.train.critic import Critic
+from gagpo_cli.train.distributed import Dist, all_reduce_grads, gather, sum_counts
 from gagpo_cli.train.loss import (
     LOSS_AGGS,
     RATIO_MODES,
@@ -40,7 +43,13 @@ from gagpo_cli.train.loss import (
 )
 from gagpo_cli.train.records import progress_bar
 from gagpo_cli.train.scoring import ScoreInput
-from gagpo_cli.train.update import UpdaterState, needs_old_pass, plan_micro_batches, plan_steps
+from gagpo_cli.train.update import (
+    UpdaterState,
+    combine_over_ranks,
+    needs_old_pass,
+    plan_micro_batches,
+    plan_steps,
+)
 
 _said_token_ratio = False
 
@@ -69,9 +78,8 @@ class ScoreUpdater(UpdaterState):
 
     def __init__(self, policy, estimator, cfg: OptimConfig, *, temperature: float = 1.0, norm: str = "token",
                  dist=None) -> None:
-        if dist is not None and getattr(dist, "enabled", False):
-            raise ValueError("score mode does not support several training processes yet")
         self.policy = policy
+        self.dist = dist or Dist()  # several ranks: global denominators + summed gradients (distributed.py)
         self.cfg = cfg
         self.temperature = temperature
         self.norm = scoring.check_norm(norm)
@@ -135,10 +143,16 @@ class ScoreUpdater(UpdaterState):
             raise ValueError("this estimator needs a critic: every ScoreSample needs a value_target")
         rows = [i for i, s in enumerate(samples) if s.score_input is not None  # skipping: without a critic only
                 and not (cfg.skip_zero_advantage and s.advantage == 0.0 and self.critic is None)]
-        if not rows:
+        if not rows and not self.dist.enabled:
             return {"timing/update_s": time.perf_counter() - start, "actor/update_rows": 0.0}
-        plan, steps = plan_steps(rows, cfg.mini_batches, lambda mini: self._plan(samples, mini),
-                                 lambda mini: Denominators(actions=len(mini), tokens=len(mini)) if mini else None)
+
+        def global_counts(mini: list[int]) -> Denominators | None:  # all ranks agree: the counts are global
+            n = int(sum_counts([len(mini)], self.dist)[0])
+            return Denominators(actions=n, tokens=n) if n else None
+
+        plan, steps = plan_steps(rows, cfg.mini_batches, lambda mini: self._plan(samples, mini), global_counts)
+        if not steps:  # no rank has a row to train on
+            return {"timing/update_s": time.perf_counter() - start, "actor/update_rows": 0.0}
         device = self.policy.device
         advantages = [torch.tensor([samples[i].advantage for i in g], dtype=torch.float32, device=device)
                       for g in plan]
@@ -194,14 +208,17 @@ class ScoreUpdater(UpdaterState):
                             self._value_loss_share(state, old_values[k] if old_values is not None else None,
                                                    targets[k], denom, add)
                         advance()
+                    critic_params = list(self.critic.head.parameters()) if self.critic is not None else []
+                    all_reduce_grads(self.params + critic_params, self.dist)  # = the one-process gradient
                     self._optimizer_step(add)
 
-        sums.update(_rollout_probs_diff(samples, plan, start_logps))
+        sums["actor/update_rows"] = float(len(rows))
+        sums = combine_over_ranks(sums, self.dist)
+        sums.update(_rollout_probs_diff(samples, plan, start_logps, self.dist))
         elapsed = time.perf_counter() - start
         units = sum(self.policy.score_cost(samples[i].score_input) for i in rows)
         sums.update({
             "actor/lr": cfg.lr,
-            "actor/update_rows": float(len(rows)),
             "perf/tokens_per_s": units * cfg.epochs / elapsed,
             "perf/micro_batches": float(len(plan)),
             "actor/optimizer_steps": float(cfg.epochs * len(steps)),
@@ -210,14 +227,18 @@ class ScoreUpdater(UpdaterState):
         return sums
 
 
-def _rollout_probs_diff(samples: list[ScoreSample], plan: list[list[int]],
-                        start_logps: list[torch.Tensor]) -> dict[str, float]:
-    """Step 4: max and mean of |pi_old(a|s) - pi_rollout(a|s)| over the planned rows; {} when a row
-    has no rollout log-prob."""
+def _rollout_probs_diff(samples: list[ScoreSample], plan: list[list[int]], start_logps: list[torch.Tensor],
+                        dist: Dist) -> dict[str, float]:
+    """Step 4: max and mean of |pi_old(a|s) - pi_rollout(a|s)| over every rank's planned rows; {} when
+    a row has no rollout log-prob."""
     rows = [i for group in plan for i in group]
-    if any(samples[i].rollout_logp is None for i in rows):
+    local: list[float] | None = None
+    if all(samples[i].rollout_logp is not None for i in rows):
+        rollout = torch.tensor([samples[i].rollout_logp for i in rows], dtype=torch.float64)
+        start = torch.cat([t.reshape(-1) for t in start_logps]).double().cpu() if rows else rollout
+        local = (start.exp() - rollout.exp()).abs().tolist()
+    per_rank = gather(local, dist)
+    if any(d is None for d in per_rank) or not any(per_rank):
         return {}
-    rollout = torch.tensor([samples[i].rollout_logp for i in rows], dtype=torch.float64)
-    start = torch.cat([t.reshape(-1) for t in start_logps]).double().cpu()
-    diff = (start.exp() - rollout.exp()).abs()
-    return {"actor/rollout_probs_diff_max": diff.max().item(), "actor/rollout_probs_diff_mean": diff.mean().item()}
+    diff = [d for part in per_rank for d in part]
+    return {"actor/rollout_probs_diff_max": max(diff), "actor/rollout_probs_diff_mean": sum(diff) / len(diff)}

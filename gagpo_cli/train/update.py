@@ -99,6 +99,18 @@ def needs_old_pass(cfg: OptimConfig) -> bool:
     return cfg.epochs > 1 or cfg.mini_batches > 1
 
 
+def combine_over_ranks(sums: dict[str, float], dist: Dist) -> dict[str, float]:
+    """One update's metrics from every rank's: shares of global denominators are summed (their sum is
+    the batch value); grad norms, taken after the gradients were summed, are equal on every rank and
+    kept. A rank without rows contributes only its grad norms. One process: ``sums`` unchanged."""
+    if not dist.enabled:
+        return sums
+    per_rank = gather(sums, dist)
+    keys = dict.fromkeys(k for r in per_rank for k in r)
+    return {k: sums[k] if k.endswith("/grad_norm") and k in sums else sum(r.get(k, 0.0) for r in per_rank)
+            for k in keys}
+
+
 class UpdaterState:
     """What both updaters (generate and score mode) share: the optimizer step, the critic's value-loss
     share, and what a checkpoint keeps (``optimizer``, optional ``critic``; the policy weights are
@@ -261,11 +273,7 @@ class Updater(UpdaterState):
                     all_reduce_grads(self.params + critic_params, self.dist)  # = the one-process gradient
                     self._optimizer_step(add)
 
-        if self.dist.enabled:  # shares of global denominators: their sum over ranks is the batch value
-            per_rank = gather(sums, self.dist)  # a rank without rows has only the grad norms
-            sums = {k: (v if k.endswith("/grad_norm") else sum(r.get(k, 0.0) for r in per_rank))
-                    for k, v in sums.items()} | {k: sum(r.get(k, 0.0) for r in per_rank)
-                                                 for r in per_rank for k in r if k not in sums}
+        sums = combine_over_ranks(sums, self.dist)
         elapsed = time.perf_counter() - start
         real = sum(len(samples[i].prompt_ids) + len(samples[i].response_ids) for g in plan for i in g)
         padded = sum(mb.input_ids.numel() for mb in batches)
