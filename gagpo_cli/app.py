@@ -111,7 +111,7 @@ def train_command(
     sets: Annotated[list[str] | None, typer.Option("--set", help="KEY=VALUE config override, repeatable.")] = None,
 ) -> None:
     """Train a policy with an estimator on an environment (metrics.jsonl, checkpoints, eval.json)."""
-    from gagpo_cli.train.recipe import TrainingInterrupted
+    from gagpo_cli.train.recipe import EngineCrashed, TrainingInterrupted
     from gagpo_cli.train.recipe import train_command as run_train
 
     if experiment and config:
@@ -121,6 +121,9 @@ def train_command(
              "action_mode": action_mode, "threads": threads}
     try:
         run_train(experiment or config, sets or [], flags, resume)
+    except EngineCrashed as exc:  # a failure, not a Ctrl-C: exit 1 (a sweep reports it and retries with --resume)
+        err.print(f"[red]error:[/red] {escape(' '.join(str(exc).split()))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
     except TrainingInterrupted as exc:
         err.print(f"[yellow]{exc}[/yellow]", highlight=False)
         raise typer.Exit(130) from None

@@ -155,3 +155,23 @@ def test_an_engine_failing_after_the_update_keeps_it_and_resume_matches_an_unint
         expected[syncs - 1] = {k: v for k, v in expected[syncs - 1].items() if not k.startswith("eval/")}
     assert resumed == expected
     assert (run_dir / "eval.json").is_file() == (straight / "eval.json").is_file() == (where != "sync")
+
+
+def test_an_engine_crash_exits_1_with_one_line_saying_how_to_resume(tmp_path, monkeypatch, capsys):
+    """A crash is a failure (exit 1: a sweep reports it and retries it with --resume), not a Ctrl-C (130)."""
+    import gagpo_cli.train.recipe as recipe
+    from gagpo_cli.app import main
+
+    saved = tmp_path / "checkpoints" / "iter_000001"
+
+    def crashing(*args, **kwargs):
+        raise EngineCrashed(tmp_path, saved, EngineError("rollout engine 'hf' failed while generating: backend died"))
+
+    monkeypatch.setattr(recipe, "train_command", crashing)
+    monkeypatch.setattr(sys, "argv", ["gagpo", "train", "quickstart"])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert "backend died" in err and str(saved) in err and "--resume" in err
