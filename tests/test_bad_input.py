@@ -140,6 +140,8 @@ CASES = [
      "in"),
     ("train-lora-scope-action-generating", ["train", "--set", "model.lora_scope=action"],
      ["model.lora_scope=action needs rollout.action_mode=score"], "in"),
+    ("train-zero-temperature", ["train", "--set", "rollout.temperature=0"], ["rollout.temperature must be > 0"],
+     "in"),
     ("train-zero-mini-batches", ["train", "--set", "optim.mini_batches=0"], ["optim.mini_batches must be at least 1"],
      "in"),
     ("train-negative-eval", ["train", "--set", "train.eval_episodes=-1"], ["train.eval_episodes must be >= 0"], "in"),

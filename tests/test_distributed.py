@@ -34,7 +34,8 @@ def _batch() -> list[StepSample]:
         length = 0 if i == 4 else int(torch.randint(1, 7, (1,), generator=g))
         response = torch.randint(3, 500, (length,), generator=g).tolist()
         rows.append(StepSample(prompt, response, advantage=float(torch.randn(1, generator=g)),
-                               value_target=float(torch.randn(1, generator=g))))
+                               value_target=float(torch.randn(1, generator=g)),
+                               rollout_logprobs=[-1.0 - 0.1 * j for j in range(length)]))
     return rows
 
 
@@ -158,9 +159,10 @@ def _check(results: dict, estimator: str, split: str) -> None:
     else:
         initial = _update_free_params(estimator, split)
         assert any(not torch.allclose(s, i, atol=1e-4) for s, i in zip(one_params, initial, strict=True))  # moved
-    keys = ["actor/pg_loss", "actor/kl", "actor/entropy", "actor/grad_norm", "actor/clipfrac"]
+    keys = ["actor/pg_loss", "actor/kl", "actor/entropy", "actor/grad_norm", "actor/clipfrac",
+            "actor/rollout_probs_diff_max", "actor/rollout_probs_diff_mean"]
     if split.startswith("score"):
-        keys += ["actor/update_rows", "actor/rollout_probs_diff_max", "actor/rollout_probs_diff_mean"]
+        keys.append("actor/update_rows")
     if estimator == "ppo":
         keys += ["critic/value_loss", "critic/grad_norm"]
     for key in keys:

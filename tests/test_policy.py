@@ -99,6 +99,28 @@ def test_response_logprobs_match_a_plain_full_logits_forward(policy):
     torch.testing.assert_close(out.prompt_hidden, hidden, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("temperature", [1.0, 0.6])
+def test_sampled_log_probs_are_the_trainers_at_the_rollout_temperature(policy, temperature):
+    """Generation.logprobs = log softmax(logits / T) of each sampled token = Policy.forward at T, the
+    distribution the update trains (verl's actor divides its logits by the temperature too)."""
+    prompts = _prompts(policy)
+    gens = policy.generate(prompts, temperature=temperature, max_new_tokens=6,
+                           generator=torch.Generator().manual_seed(2))
+    rows = [(p, g.response_ids) for p, g in zip(prompts, gens, strict=True)]
+    with torch.no_grad():
+        out = policy.forward(policy.collate(rows), temperature=temperature)
+        for i, ((prompt, response), g) in enumerate(zip(rows, gens, strict=True)):
+            ids = torch.tensor([prompt + response])
+            log_dist = torch.log_softmax(policy.model(input_ids=ids).logits[0].float() / temperature, -1)
+            expected = log_dist[len(prompt) - 1: -1].gather(-1, torch.tensor(response)[:, None]).squeeze(-1)
+            torch.testing.assert_close(out.logprobs[i, : len(response)], expected, atol=1e-5, rtol=1e-5)
+            assert g.logprobs is not None and len(g.logprobs) == len(response)
+            torch.testing.assert_close(torch.tensor(g.logprobs), expected, atol=1e-5, rtol=1e-5)
+    assert all(g.logprobs is None for g in policy.generate(prompts, temperature=0.0, max_new_tokens=3))  # greedy
+    with pytest.raises(ValueError, match="temperature > 0"):
+        policy.forward(policy.collate(rows), temperature=0.0)
+
+
 def test_lora_reference_is_the_base_model_with_the_adapter_disabled():
     policy = tiny_policy()
     batch = policy.collate([(p, p[:4]) for p in _prompts(policy)])

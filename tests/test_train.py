@@ -51,6 +51,7 @@ def test_two_iterations_write_the_run_directory(two_iterations):
                  "timing/rollout_s", "timing/update_s", "perf/tokens_per_s"):
         assert all(name in m for m in lines), name
     assert lines[0]["train/step_rows"] == 2 * 3 * 3  # N x K episodes, cut at the 3-step budget
+    assert all(m["actor/rollout_probs_diff_max"] < 1e-4 for m in lines)  # fp32, the rollout's own weights
     assert "eval/success_rate" not in lines[0] and "eval/success_rate" in lines[1]
     assert "eval/per_type/reach" in lines[1]
     result = json.loads((run_dir / "eval.json").read_text())

@@ -213,3 +213,28 @@ def test_registered_estimators_drive_the_loss_they_declare(name):
     assert abs(metrics["actor/kl"]) < 1e-6
     assert ("critic/value_loss" in metrics) == estimator.needs_critic
     assert ("actor/dual_clipfrac" in metrics) == (estimator.ratio_mode == "token")
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.6])
+def test_the_update_reports_the_gap_to_the_rollouts_probabilities(temperature):
+    """The update takes its log-probs at the rollout temperature: with the rollout's own token
+    log-probs (fp32, same weights) the gap is ~0; halving the recorded probabilities shows exactly."""
+    policy = tiny_policy()
+    prompts = [policy.chat_prompt(t) for t in ("You arrive at countertop 1.", "click[buy now]", "Hi there")]
+    gens = policy.generate(prompts, temperature=temperature, max_new_tokens=6, generator=torch.Generator().manual_seed(1))
+
+    def samples(shift: float) -> list[StepSample]:
+        return [StepSample(g.prompt_ids, g.response_ids, advantage=1.0 - i,
+                           rollout_logprobs=[lp + shift for lp in g.logprobs]) for i, g in enumerate(gens)]
+
+    cfg = OptimConfig(lr=0.0, kl_coef=0.0)
+    same = Updater(policy, SEQUENCE, cfg, temperature=temperature).update(samples(0.0))
+    assert same["actor/rollout_probs_diff_max"] < 1e-5
+    halved = Updater(policy, SEQUENCE, cfg, temperature=temperature).update(samples(float(np.log(0.5))))
+    expected = 0.5 * np.exp([lp for g in gens for lp in g.logprobs])
+    assert halved["actor/rollout_probs_diff_max"] == pytest.approx(expected.max(), rel=1e-4)
+    assert halved["actor/rollout_probs_diff_mean"] == pytest.approx(expected.mean(), rel=1e-4)
+    greedy = [StepSample(g.prompt_ids, g.response_ids, advantage=1.0) for g in gens]  # no rollout log-probs
+    assert "actor/rollout_probs_diff_max" not in Updater(policy, SEQUENCE, cfg).update(greedy)
+    with pytest.raises(ValueError, match="temperature > 0"):
+        Updater(policy, SEQUENCE, cfg, temperature=0.0)

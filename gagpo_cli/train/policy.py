@@ -45,6 +45,7 @@ class Generation:
     response_ids: list[int]  # generated ids, EOS included if emitted, no padding
     text: str  # decoded response, special tokens stripped
     truncated: bool  # stopped by max_new_tokens
+    logprobs: list[float] | None = None  # log pi_T(token | prefix) of each sampled token; None when greedy
 
 
 @dataclass
@@ -270,13 +271,18 @@ class Policy:
 
     # ------------------------------------------------------------------------------ generation
 
-    def _sample(self, logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> torch.Tensor:
+    def _sample(self, logits: torch.Tensor, temperature: float,
+                generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The sampled tokens and their log-probs under softmax(logits / T) (None when greedy)."""
         if temperature == 0:
-            return logits.argmax(-1)
-        probs = torch.softmax(logits.float() / temperature, dim=-1)
+            return logits.argmax(-1), None
+        scaled = logits.float() / temperature
+        probs = torch.softmax(scaled, dim=-1)
         if generator is not None and generator.device != probs.device:
-            return torch.multinomial(probs.to(generator.device), 1, generator=generator).squeeze(-1).to(probs.device)
-        return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+            token = torch.multinomial(probs.to(generator.device), 1, generator=generator).squeeze(-1).to(probs.device)
+        else:
+            token = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        return token, torch.log_softmax(scaled, dim=-1).gather(-1, token[:, None]).squeeze(-1)
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], *, temperature: float, max_new_tokens: int,
@@ -285,7 +291,8 @@ class Policy:
 
         Left padding; each row stops at its first EOS (kept in ``response_ids``) or at
         ``max_new_tokens``; finished rows leave the batch (their cache rows are dropped).
-        Temperature 0 is greedy. Deterministic for a given ``generator`` state.
+        Temperature 0 is greedy. Deterministic for a given ``generator`` state. Each sampled token's
+        log-prob at the temperature is kept in ``Generation.logprobs``.
         """
         if temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {temperature}")
@@ -293,9 +300,10 @@ class Policy:
             raise ValueError("generate: every prompt needs at least one token")
         n = len(prompts)
         responses: list[list[int]] = [[] for _ in range(n)]
+        logprobs: list[list[float]] | None = None if temperature == 0 else [[] for _ in range(n)]
         truncated = [False] * n
         if n == 0 or max_new_tokens <= 0:
-            return self._generations(prompts, responses, [max_new_tokens <= 0] * n)
+            return self._generations(prompts, responses, [max_new_tokens <= 0] * n, logprobs)
 
         width = max(len(p) for p in prompts)
         input_ids = torch.full((n, width), self.pad_id, dtype=torch.long)
@@ -314,9 +322,12 @@ class Policy:
             out = model(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True,
                         **{self._cache_arg: cache, self._keep_arg: 1})
             for step in range(max_new_tokens):
-                token = self._sample(out.logits[:, -1, :], temperature, generator)
+                token, token_logp = self._sample(out.logits[:, -1, :], temperature, generator)
                 for row, tok in zip(live.tolist(), token.tolist(), strict=True):
                     responses[row].append(tok)
+                if logprobs is not None:
+                    for row, lp in zip(live.tolist(), token_logp.tolist(), strict=True):
+                        logprobs[row].append(lp)
                 done = torch.isin(token, eos)
                 if step == max_new_tokens - 1:
                     for row in live[~done].tolist():
@@ -332,12 +343,13 @@ class Policy:
                 out = model(input_ids=token[:, None], attention_mask=mask, position_ids=next_pos[:, None],
                             use_cache=True, **{self._cache_arg: cache})
                 next_pos = next_pos + 1
-        return self._generations(prompts, responses, truncated)
+        return self._generations(prompts, responses, truncated, logprobs)
 
-    def _generations(self, prompts, responses, truncated) -> list[Generation]:
+    def _generations(self, prompts, responses, truncated, logprobs) -> list[Generation]:
         return [Generation(prompt_ids=list(p), response_ids=r, truncated=t,
-                           text=self.tokenizer.decode(r, skip_special_tokens=True))
-                for p, r, t in zip(prompts, responses, truncated, strict=True)]
+                           text=self.tokenizer.decode(r, skip_special_tokens=True),
+                           logprobs=None if logprobs is None else logprobs[i])
+                for i, (p, r, t) in enumerate(zip(prompts, responses, truncated, strict=True))]
 
     # ------------------------------------------------------------------------------ log-probs
 
@@ -362,10 +374,13 @@ class Policy:
                           response_mask=response_mask.to(self.device), prompt_last=(prompt_lens - 1).to(self.device))
 
     def forward(self, batch: MicroBatch, *, reference: bool = False, with_entropy: bool = False,
-                with_prompt_hidden: bool = False) -> ForwardOutput:
+                with_prompt_hidden: bool = False, temperature: float = 1.0) -> ForwardOutput:
         """Log-probs of the response tokens (and optionally their entropy and the prompt's last hidden
-        state) under the policy or, with ``reference=True``, the reference policy. Gradients flow
-        unless the caller disables them."""
+        state) under the policy or, with ``reference=True``, the reference policy, at ``temperature``:
+        softmax(logits / T), the distribution the rollout sampled from (as verl's actor divides its
+        logits by the rollout temperature). Gradients flow unless the caller disables them."""
+        if temperature <= 0:
+            raise ValueError(f"log-probs need a temperature > 0, got {temperature}")
         with self._acting(reference) as model, self.autocast():
             hidden = model.get_decoder()(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
                                          use_cache=False).last_hidden_state
@@ -375,7 +390,7 @@ class Policy:
             with torch.autocast(device_type=self.device.type, enabled=False):
                 bias = None if head.bias is None else head.bias.float()
                 logits = F.linear(picked.float(), head.weight.float(), bias)
-        log_dist = F.log_softmax(logits, dim=-1)
+        log_dist = F.log_softmax(logits / temperature if temperature != 1.0 else logits, dim=-1)
         logprobs = log_dist.gather(-1, batch.targets[..., None]).squeeze(-1) * batch.response_mask
         entropy = None
         if with_entropy:

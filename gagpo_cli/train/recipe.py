@@ -106,8 +106,7 @@ def _check_settings(cfg: ExperimentConfig) -> None:
                 "rollout.max_new_tokens": cfg.rollout.max_new_tokens, "optim.epochs": cfg.optim.epochs,
                 "optim.mini_batches": cfg.optim.mini_batches, "optim.token_budget": cfg.optim.token_budget}
     at_least_zero = {"train.eval_every": cfg.train.eval_every, "train.eval_episodes": cfg.train.eval_episodes,
-                     "env.history": cfg.env.history, "rollout.temperature": cfg.rollout.temperature,
-                     "rollout.eval_temperature": cfg.rollout.eval_temperature}
+                     "env.history": cfg.env.history, "rollout.eval_temperature": cfg.rollout.eval_temperature}
     if cfg.logging.wandb not in WANDB_MODES:
         raise UsageError(f"logging.wandb must be one of {', '.join(WANDB_MODES)}, got '{cfg.logging.wandb}'")
     if cfg.env.max_steps is not None:
@@ -120,6 +119,9 @@ def _check_settings(cfg: ExperimentConfig) -> None:
     for key, value in at_least_zero.items():
         if value < 0:
             raise UsageError(f"{key} must be >= 0, got {value}")
+    if cfg.rollout.temperature <= 0:
+        raise UsageError(f"rollout.temperature must be > 0: training samples from softmax(logits / T) and "
+                         f"takes its log-probs there, got {cfg.rollout.temperature}")
     check_action_mode(cfg.rollout.action_mode, cfg.model.name)
     check_norm_setting(cfg.rollout.score_norm)
     if cfg.rollout.action_mode == "score" and cfg.rollout.engine == "vllm":
@@ -337,7 +339,8 @@ def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, estimator: Any, p
         updater = ScoreUpdater(policy, estimator, cfg.optim, temperature=cfg.rollout.temperature,
                                norm=cfg.rollout.score_norm, dist=distributed.current())
     else:
-        updater = Updater(policy, estimator, cfg.optim, dist=distributed.current())
+        updater = Updater(policy, estimator, cfg.optim, dist=distributed.current(),
+                          temperature=cfg.rollout.temperature)
     start = 0
     if resume:
         restored = load_checkpoint(latest_checkpoint(run_dir), policy, updater)
@@ -433,7 +436,8 @@ def _iteration(cfg: ExperimentConfig, iteration: int, policy: Any, pool: Any, es
         samples = [ScoreSample(score_input=r.score_input, choice=r.choice, rollout_logp=r.old_logp)
                    for r in rollout.rows]
     else:
-        samples = [StepSample(prompt_ids=r.prompt_ids, response_ids=r.response_ids) for r in rollout.rows]
+        samples = [StepSample(prompt_ids=r.prompt_ids, response_ids=r.response_ids,
+                              rollout_logprobs=r.rollout_logprobs) for r in rollout.rows]
     values = updater.values(samples) if estimator.needs_critic else None  # SPEC 5 ppo: V_phi(s_t)
     estimate = estimator.estimate(rollout.step_batch(values))
     for i, sample in enumerate(samples):

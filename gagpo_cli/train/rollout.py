@@ -54,6 +54,7 @@ class Decision:
     sent: str  # what the environment receives: the action, or the clipped raw output
     truncated: bool  # the response hit max_new_tokens
     score_fields: dict[str, Any] = field(default_factory=dict)  # score mode: StepRow's score_input, choice, old_logp
+    logprobs: list[float] | None = None  # generate mode: each response token's log-prob as sampled
 
 
 def decide(
@@ -79,7 +80,8 @@ def decide(
     for prompt, gen in zip(prompts, generations, strict=True):
         action = parse_action(gen.text)
         sent = action if action is not None else gen.text.strip()[:MALFORMED_CHARS]
-        decisions.append(Decision(prompt, gen.response_ids, action, sent, gen.truncated))
+        decisions.append(Decision(prompt, gen.response_ids, action, sent, gen.truncated,
+                                  logprobs=gen.logprobs))
     return decisions
 
 
@@ -102,6 +104,7 @@ class StepRow:
     score_input: Any = None  # score mode: the ScoreInput the action was chosen from (None: none to choose)
     choice: int = -1  # score mode: index of the chosen candidate
     old_logp: float = 0.0  # score mode: log pi(choice | s) at the rollout temperature
+    rollout_logprobs: list[float] | None = None  # generate mode: log pi_T of each response token as sampled
 
 
 @dataclass
@@ -216,7 +219,7 @@ def collect(
                     reward=success_reward * final_reward(step, reward), penalty=invalid_penalty * float(malformed),
                     terminated=step.done and not step.crashed,  # budget cut or engine crash: not an end (SPEC 2)
                     valid=step.valid and not malformed, malformed=malformed, truncated=d.truncated,
-                    **d.score_fields,
+                    rollout_logprobs=d.logprobs, **d.score_fields,
                 ))
                 views[i].advance(d.sent, step)
             live = [i for i in live if not results[i].done]

@@ -33,7 +33,7 @@ import torch
 from gagpo_cli.config import OptimConfig
 from gagpo_cli.train import scoring
 from gagpo_cli.train.critic import Critic
-from gagpo_cli.train.distributed import Dist, all_reduce_grads, gather, sum_counts
+from gagpo_cli.train.distributed import Dist, all_reduce_grads, sum_counts
 from gagpo_cli.train.loss import (
     LOSS_AGGS,
     RATIO_MODES,
@@ -49,6 +49,7 @@ from gagpo_cli.train.update import (
     needs_old_pass,
     plan_micro_batches,
     plan_steps,
+    probs_diff_metrics,
 )
 
 _said_token_ratio = False
@@ -214,7 +215,7 @@ class ScoreUpdater(UpdaterState):
 
         sums["actor/update_rows"] = float(len(rows))
         sums = combine_over_ranks(sums, self.dist)
-        sums.update(_rollout_probs_diff(samples, plan, start_logps, self.dist))
+        sums.update(probs_diff_metrics(_rollout_probs_diff(samples, plan, start_logps), self.dist))
         elapsed = time.perf_counter() - start
         units = sum(self.policy.score_cost(samples[i].score_input) for i in rows)
         sums.update({
@@ -227,18 +228,15 @@ class ScoreUpdater(UpdaterState):
         return sums
 
 
-def _rollout_probs_diff(samples: list[ScoreSample], plan: list[list[int]], start_logps: list[torch.Tensor],
-                        dist: Dist) -> dict[str, float]:
-    """Step 4: max and mean of |pi_old(a|s) - pi_rollout(a|s)| over every rank's planned rows; {} when
-    a row has no rollout log-prob."""
+def _rollout_probs_diff(samples: list[ScoreSample], plan: list[list[int]],
+                        start_logps: list[torch.Tensor]) -> list[float] | None:
+    """Step 4 on this rank: |pi_old(a|s) - pi_rollout(a|s)| of every planned row; None when a row has
+    no rollout log-prob."""
     rows = [i for group in plan for i in group]
-    local: list[float] | None = None
-    if all(samples[i].rollout_logp is not None for i in rows):
-        rollout = torch.tensor([samples[i].rollout_logp for i in rows], dtype=torch.float64)
-        start = torch.cat([t.reshape(-1) for t in start_logps]).double().cpu() if rows else rollout
-        local = (start.exp() - rollout.exp()).abs().tolist()
-    per_rank = gather(local, dist)
-    if any(d is None for d in per_rank) or not any(per_rank):
-        return {}
-    diff = [d for part in per_rank for d in part]
-    return {"actor/rollout_probs_diff_max": max(diff), "actor/rollout_probs_diff_mean": sum(diff) / len(diff)}
+    if any(samples[i].rollout_logp is None for i in rows):
+        return None
+    if not rows:
+        return []
+    rollout = torch.tensor([samples[i].rollout_logp for i in rows], dtype=torch.float64)
+    start = torch.cat([t.reshape(-1) for t in start_logps]).double().cpu()
+    return (start.exp() - rollout.exp()).abs().tolist()

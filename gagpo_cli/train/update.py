@@ -13,6 +13,11 @@ Order of work in ``Updater.update``:
 4. Each epoch, each mini-batch: forward + backward per micro-batch, each loss share divided by the
    mini-batch's counts, so the accumulated gradient is the mini-batch gradient; clip (norm reported
    before clipping); AdamW step. Metrics are averaged over the optimizer steps.
+Every log-prob is taken at the rollout temperature, softmax(logits / T), the distribution the
+actions were sampled from (verl's actor does the same).
+5. ``actor/rollout_probs_diff_max`` / ``_mean``: |pi_old - pi_rollout| per response token, the gap
+   between what the rollout engine sampled with and what the update starts from (the same weights;
+   bf16 rounding, batch layout and another engine make it non-zero), as verl's ``rollout_probs_diff``.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ class StepSample:
     response_ids: list[int]
     advantage: float = 0.0
     value_target: float | None = None  # ppo only
+    rollout_logprobs: list[float] | None = None  # each response token's log-prob as sampled (step 5)
 
 
 def plan_micro_batches(lengths: list[int], token_budget: int) -> list[list[int]]:
@@ -97,6 +103,18 @@ def needs_old_pass(cfg: OptimConfig) -> bool:
     """Whether a gradient pass can run on weights other than the rollout's (several epochs or
     mini-batches), so that the old log-probs need a pass of their own before the first step."""
     return cfg.epochs > 1 or cfg.mini_batches > 1
+
+
+def probs_diff_metrics(local: list[float] | None, dist: Dist) -> dict[str, float]:
+    """Max and mean of every rank's |pi_old - pi_rollout| values (``actor/rollout_probs_diff_*``); {}
+    when a rank has no rollout log-probs (``local`` None) or there are no values at all."""
+    per_rank = gather(local, dist)
+    if any(part is None for part in per_rank):
+        return {}
+    diffs = [d for part in per_rank for d in part]
+    if not diffs:
+        return {}
+    return {"actor/rollout_probs_diff_max": max(diffs), "actor/rollout_probs_diff_mean": sum(diffs) / len(diffs)}
 
 
 def combine_over_ranks(sums: dict[str, float], dist: Dist) -> dict[str, float]:
@@ -159,10 +177,14 @@ class Updater(UpdaterState):
     """Trains a ``Policy`` with the loss the estimator declares (``ratio_mode``, ``loss_agg``) and, when
     the estimator ``needs_critic``, a value head. Never reads the estimator's name."""
 
-    def __init__(self, policy: Policy, estimator, cfg: OptimConfig, dist: Dist | None = None) -> None:
+    def __init__(self, policy: Policy, estimator, cfg: OptimConfig, dist: Dist | None = None, *,
+                 temperature: float = 1.0) -> None:
         self.policy = policy
         self.dist = dist or Dist()  # several ranks: global denominators + summed gradients (distributed.py)
         self.cfg = cfg
+        if temperature <= 0:
+            raise ValueError(f"training needs a rollout temperature > 0, got {temperature}")
+        self.temperature = temperature
         self.ratio_mode = estimator.ratio_mode
         self.loss_agg = estimator.loss_agg
         if self.ratio_mode not in RATIO_MODES:
@@ -202,7 +224,23 @@ class Updater(UpdaterState):
 
     @torch.no_grad()
     def _no_grad_pass(self, batches: list[MicroBatch], *, reference: bool) -> list[torch.Tensor]:
-        return [self.policy.forward(mb, reference=reference).logprobs for mb in batches]
+        return [self.policy.forward(mb, reference=reference, temperature=self.temperature).logprobs for mb in batches]
+
+    @staticmethod
+    def _rollout_probs_diff(samples: list[StepSample], plan: list[list[int]],
+                            start_logps: list[torch.Tensor]) -> list[float] | None:
+        """Step 5 on this rank: |exp(old) - exp(rollout)| of every response token that has a rollout
+        log-prob (vLLM has none for an EOS it stopped on); None when a row has no rollout log-probs
+        (greedy, or an engine that does not report them)."""
+        diffs: list[float] = []
+        for group, old in zip(plan, start_logps, strict=True):
+            for row, i in enumerate(group):
+                rollout = samples[i].rollout_logprobs
+                if rollout is None or len(rollout) > len(samples[i].response_ids):
+                    return None
+                start = old[row, :len(rollout)].double().cpu()
+                diffs += (start.exp() - torch.tensor(rollout, dtype=torch.float64).exp()).abs().tolist()
+        return diffs
 
     def update(self, samples: list[StepSample]) -> dict[str, float]:
         """One update on a batch of step rows (rows with an empty response take no part): ``mini_batches``
@@ -242,18 +280,22 @@ class Updater(UpdaterState):
                        for g in plan]
 
         sums: dict[str, float] = {}
+        start_logps: list[torch.Tensor] = [torch.empty(0)] * len(plan)  # log pi_old per token, for step 5
 
         def add(key: str, value: float) -> None:
             sums[key] = sums.get(key, 0.0) + value / (cfg.epochs * len(steps))
 
         with progress_bar("update: micro-batches", total=cfg.epochs * len(batches)) as advance:
-            for _ in range(cfg.epochs):  # step 4
+            for epoch in range(cfg.epochs):  # step 4
                 for members, denom in steps:
                     for k in members:
                         mb = batches[k]
                         with policy.train_mode():
-                            out = policy.forward(mb, with_entropy=True, with_prompt_hidden=self.critic is not None)
+                            out = policy.forward(mb, with_entropy=True, with_prompt_hidden=self.critic is not None,
+                                                 temperature=self.temperature)
                         old = old_logps[k] if old_logps is not None else out.logprobs.detach()
+                        if epoch == 0:
+                            start_logps[k] = old
                         shares = policy_loss(
                             out.logprobs, old, ref_logps[k] if ref_logps is not None else None, out.entropy,
                             advantages[k], mb.response_mask, ratio_mode=self.ratio_mode, loss_agg=self.loss_agg,
@@ -274,6 +316,7 @@ class Updater(UpdaterState):
                     self._optimizer_step(add)
 
         sums = combine_over_ranks(sums, self.dist)
+        sums.update(probs_diff_metrics(self._rollout_probs_diff(samples, plan, start_logps), self.dist))
         elapsed = time.perf_counter() - start
         real = sum(len(samples[i].prompt_ids) + len(samples[i].response_ids) for g in plan for i in g)
         padded = sum(mb.input_ids.numel() for mb in batches)

@@ -177,7 +177,9 @@ class VLLMEngine:
 
     def generate(self, prompts: list[list[int]], *, temperature: float, max_new_tokens: int,
                  generator: torch.Generator | None = None) -> list[Any]:
-        """One response per prompt (the contract of ``Policy.generate``); failures are ``EngineError``."""
+        """One response per prompt (the contract of ``Policy.generate``); failures are ``EngineError``.
+        At temperature 1 each sampled token's log-prob comes back in ``Generation.logprobs`` (vLLM
+        reports the raw model's, which equal the sampling distribution's only there)."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
@@ -191,8 +193,10 @@ class VLLMEngine:
         if n == 0 or max_new_tokens <= 0:
             return [Generation(list(p), [], "", max_new_tokens <= 0) for p in prompts]
         seeds = torch.randint(0, 2**31 - 1, (n,), generator=generator).tolist()
+        with_logprobs = temperature == 1.0
         params = [SamplingParams(temperature=temperature, max_tokens=max_new_tokens, seed=int(s),
-                                 stop_token_ids=self.eos_ids, detokenize=False) for s in seeds]
+                                 stop_token_ids=self.eos_ids, detokenize=False,
+                                 logprobs=0 if with_logprobs else None) for s in seeds]
         try:
             outputs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params,
                                         use_tqdm=False, lora_request=self._lora_request)
@@ -202,12 +206,14 @@ class VLLMEngine:
         for prompt, out in zip(prompts, outputs, strict=True):
             completion = out.outputs[0]
             ids = list(completion.token_ids)
+            logprobs = ([float(entry[tok].logprob) for entry, tok in zip(completion.logprobs, ids, strict=True)]
+                        if with_logprobs else None)
             if completion.finish_reason == "stop" and (not ids or ids[-1] not in self.eos_ids) \
                     and isinstance(completion.stop_reason, int):
                 ids.append(int(completion.stop_reason))  # the EOS it stopped on, kept as Policy.generate does
             truncated = completion.finish_reason == "length"
             generations.append(Generation(list(prompt), ids, self.policy.tokenizer.decode(ids, skip_special_tokens=True),
-                                          truncated))
+                                          truncated, logprobs))
         return generations
 
     def greedy_logprobs(self, prompts: list[list[int]], max_new_tokens: int) -> list[tuple[list[int], list[float]]]:
