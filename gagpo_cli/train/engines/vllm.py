@@ -122,6 +122,7 @@ class VLLMEngine:
             "dtype": "bfloat16" if policy.autocast_dtype == torch.bfloat16 else "float32",
             "seed": 0,
             "enable_prefix_caching": True,
+            "logprobs_mode": "processed_logprobs",  # log-probs of softmax(logits / T), what was sampled from
         }
         if self.lora and self.lora_sync == "adapter":
             kwargs.update(enable_lora=True, max_lora_rank=max(8, int(policy.cfg.lora_rank)), max_loras=1)
@@ -178,8 +179,8 @@ class VLLMEngine:
     def generate(self, prompts: list[list[int]], *, temperature: float, max_new_tokens: int,
                  generator: torch.Generator | None = None) -> list[Any]:
         """One response per prompt (the contract of ``Policy.generate``); failures are ``EngineError``.
-        At temperature 1 each sampled token's log-prob comes back in ``Generation.logprobs`` (vLLM
-        reports the raw model's, which equal the sampling distribution's only there)."""
+        Each sampled token's log-prob at the temperature comes back in ``Generation.logprobs`` (None
+        when greedy), as vLLM reports it in ``processed_logprobs`` mode."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
@@ -193,7 +194,7 @@ class VLLMEngine:
         if n == 0 or max_new_tokens <= 0:
             return [Generation(list(p), [], "", max_new_tokens <= 0) for p in prompts]
         seeds = torch.randint(0, 2**31 - 1, (n,), generator=generator).tolist()
-        with_logprobs = temperature == 1.0
+        with_logprobs = temperature > 0
         params = [SamplingParams(temperature=temperature, max_tokens=max_new_tokens, seed=int(s),
                                  stop_token_ids=self.eos_ids, detokenize=False,
                                  logprobs=0 if with_logprobs else None) for s in seeds]
