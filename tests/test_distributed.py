@@ -70,8 +70,9 @@ def _score_policy() -> FeaturisedPolicy:
 
 # Score mode compares gradients at lr 0: the featurised policy has many gradients below 1e-7 (a bias
 # shared by all candidates has an exact gradient of 0), whose sign Adam turns into lr-sized steps, so
-# summation-order rounding would show in the weights.
-SCORE_OPTIM = dataclasses.replace(OPTIM, lr=0.0, critic_lr=0.0)
+# summation-order rounding would show in the weights. No clipping, so the gradient the optimizer
+# receives is the summed one itself.
+SCORE_OPTIM = dataclasses.replace(OPTIM, lr=0.0, critic_lr=0.0, grad_clip=1e9)
 
 
 def _updater(estimator: str, split: str, ctx: Dist | None = None) -> tuple[Updater | ScoreUpdater, list]:
@@ -84,17 +85,17 @@ def _updater(estimator: str, split: str, ctx: Dist | None = None) -> tuple[Updat
 
 def _update(ctx: Dist, estimator: str, split: str) -> tuple[dict[str, float], list[torch.Tensor], list]:
     """One update of a case: its metrics, the weights after it, and the gradients of every optimizer
-    step (summed over ranks: captured as the step begins)."""
+    step (summed over ranks and clipped: captured as the policy's optimizer steps, before the critic's)."""
     updater, samples = _updater(estimator, split, ctx)
     params = list(updater.params) + (list(updater.critic.head.parameters()) if updater.critic is not None else [])
     grads: list[list[torch.Tensor]] = []
-    step = updater._optimizer_step
+    step = updater.optimizer.step
 
-    def capture(add):
+    def capture(*args, **kwargs):
         grads.append([p.grad.clone() for p in params])
-        step(add)
+        return step(*args, **kwargs)
 
-    updater._optimizer_step = capture
+    updater.optimizer.step = capture
     metrics = updater.update([samples[i] for i in _rows_of(ctx, split.removeprefix("score-"))])
     return metrics, [p.detach().clone() for p in params], grads
 

@@ -32,11 +32,8 @@ import torch
 
 from gagpo_cli.config import OptimConfig
 from gagpo_cli.train import scoring
-from gagpo_cli.train.critic import Critic
-from gagpo_cli.train.distributed import Dist, all_reduce_grads, sum_counts
+from gagpo_cli.train.distributed import sum_counts
 from gagpo_cli.train.loss import (
-    LOSS_AGGS,
-    RATIO_MODES,
     Denominators,
     aggregate,
     policy_loss,
@@ -79,26 +76,11 @@ class ScoreUpdater(UpdaterState):
 
     def __init__(self, policy, estimator, cfg: OptimConfig, *, temperature: float = 1.0, norm: str = "token",
                  dist=None) -> None:
-        self.policy = policy
-        self.dist = dist or Dist()  # several ranks: global denominators + summed gradients (distributed.py)
-        self.cfg = cfg
-        self.temperature = temperature
         self.norm = scoring.check_norm(norm)
-        if estimator.ratio_mode not in RATIO_MODES:
-            raise ValueError(f"estimator ratio_mode '{estimator.ratio_mode}' is not one of {', '.join(RATIO_MODES)}")
-        if estimator.loss_agg not in LOSS_AGGS:
-            raise ValueError(f"estimator loss_agg '{estimator.loss_agg}' is not one of {', '.join(LOSS_AGGS)}")
+        super().__init__(policy, estimator, cfg, dist)  # loss_agg: identical aggregates here, one unit per action
+        self.temperature = temperature
         if estimator.ratio_mode == "token":
             _say_token_ratio_once()
-        self.loss_agg = estimator.loss_agg  # identical aggregates here: one unit per action
-        if cfg.token_budget < 1 or cfg.epochs < 1 or cfg.mini_batches < 1:
-            raise ValueError("optim.token_budget, optim.epochs and optim.mini_batches must be >= 1")
-        self.params = policy.trainable_parameters()
-        if not self.params:
-            raise ValueError("the policy has no trainable parameters")
-        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-        needs_critic = bool(getattr(estimator, "needs_critic", False))
-        self.critic = Critic(policy.hidden_size, policy.device, cfg) if needs_critic else None
 
     # ------------------------------------------------------------------------------ helpers
 
@@ -209,9 +191,7 @@ class ScoreUpdater(UpdaterState):
                             self._value_loss_share(state, old_values[k] if old_values is not None else None,
                                                    targets[k], denom, add)
                         advance()
-                    critic_params = list(self.critic.head.parameters()) if self.critic is not None else []
-                    all_reduce_grads(self.params + critic_params, self.dist)  # = the one-process gradient
-                    self._optimizer_step(add)
+                    self._optimizer_step(add)  # gradients summed over ranks first
 
         sums["actor/update_rows"] = float(len(rows))
         sums = combine_over_ranks(sums, self.dist)

@@ -130,14 +130,28 @@ def combine_over_ranks(sums: dict[str, float], dist: Dist) -> dict[str, float]:
 
 
 class UpdaterState:
-    """What both updaters (generate and score mode) share: the optimizer step, the critic's value-loss
-    share, and what a checkpoint keeps (``optimizer``, optional ``critic``; the policy weights are
+    """What both updaters (generate and score mode) share: the checked settings, the optimizer and the
+    optional critic, the critic's value-loss share, the optimizer step (gradients summed over ranks
+    first), and what a checkpoint keeps (``optimizer``, optional ``critic``; the policy weights are
     saved by the policy itself)."""
 
-    cfg: OptimConfig
-    params: list[torch.nn.Parameter]
-    optimizer: torch.optim.Optimizer
-    critic: Critic | None
+    def __init__(self, policy, estimator, cfg: OptimConfig, dist: Dist | None) -> None:
+        self.policy = policy
+        self.dist = dist or Dist()  # several ranks: global denominators + summed gradients (distributed.py)
+        self.cfg = cfg
+        if estimator.ratio_mode not in RATIO_MODES:
+            raise ValueError(f"estimator ratio_mode '{estimator.ratio_mode}' is not one of {', '.join(RATIO_MODES)}")
+        if estimator.loss_agg not in LOSS_AGGS:
+            raise ValueError(f"estimator loss_agg '{estimator.loss_agg}' is not one of {', '.join(LOSS_AGGS)}")
+        self.loss_agg = estimator.loss_agg
+        if cfg.token_budget < 1 or cfg.epochs < 1 or cfg.mini_batches < 1:
+            raise ValueError("optim.token_budget, optim.epochs and optim.mini_batches must be >= 1")
+        self.params: list[torch.nn.Parameter] = policy.trainable_parameters()
+        if not self.params:
+            raise ValueError("the policy has no trainable parameters")
+        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        needs_critic = bool(getattr(estimator, "needs_critic", False))
+        self.critic: Critic | None = Critic(policy.hidden_size, policy.device, cfg) if needs_critic else None
 
     def _value_loss_share(self, state: torch.Tensor, old_values: torch.Tensor | None, targets: torch.Tensor,
                           denom: Denominators, add: Callable[[str, float], None]) -> None:
@@ -152,7 +166,10 @@ class UpdaterState:
         add("critic/value_mean", values.sum().item() / denom.actions)
 
     def _optimizer_step(self, add: Callable[[str, float], None]) -> None:
-        """Clip the accumulated policy gradient (norm reported before clipping), step, and step the critic."""
+        """Sum the accumulated gradients over ranks (= the one-process gradient), clip the policy's (norm
+        reported before clipping), step, and step the critic."""
+        critic_params = list(self.critic.head.parameters()) if self.critic is not None else []
+        all_reduce_grads(self.params + critic_params, self.dist)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.grad_clip)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -179,29 +196,14 @@ class Updater(UpdaterState):
 
     def __init__(self, policy: Policy, estimator, cfg: OptimConfig, dist: Dist | None = None, *,
                  temperature: float = 1.0) -> None:
-        self.policy = policy
-        self.dist = dist or Dist()  # several ranks: global denominators + summed gradients (distributed.py)
-        self.cfg = cfg
         if temperature <= 0:
             raise ValueError(f"training needs a rollout temperature > 0, got {temperature}")
-        self.temperature = temperature
-        self.ratio_mode = estimator.ratio_mode
-        self.loss_agg = estimator.loss_agg
-        if self.ratio_mode not in RATIO_MODES:
-            raise ValueError(f"estimator ratio_mode '{self.ratio_mode}' is not one of {', '.join(RATIO_MODES)}")
-        if self.loss_agg not in LOSS_AGGS:
-            raise ValueError(f"estimator loss_agg '{self.loss_agg}' is not one of {', '.join(LOSS_AGGS)}")
-        if cfg.token_budget < 1 or cfg.epochs < 1 or cfg.mini_batches < 1:
-            raise ValueError("optim.token_budget, optim.epochs and optim.mini_batches must be >= 1")
         if cfg.kl_entropy_agg not in KL_ENTROPY_AGGS:
             raise ValueError(f"optim.kl_entropy_agg must be one of {', '.join(KL_ENTROPY_AGGS)}, "
                              f"got '{cfg.kl_entropy_agg}'")
-        self.params = policy.trainable_parameters()
-        if not self.params:
-            raise ValueError("the policy has no trainable parameters")
-        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-        needs_critic = bool(getattr(estimator, "needs_critic", False))
-        self.critic = Critic(policy.hidden_size, policy.device, cfg) if needs_critic else None
+        super().__init__(policy, estimator, cfg, dist)
+        self.temperature = temperature
+        self.ratio_mode = estimator.ratio_mode
 
     # ------------------------------------------------------------------------------ critic values
 
@@ -311,9 +313,7 @@ class Updater(UpdaterState):
                                                    old_values[k] if old_values is not None else None,
                                                    targets[k], denom, add)
                         advance()
-                    critic_params = list(self.critic.head.parameters()) if self.critic is not None else []
-                    all_reduce_grads(self.params + critic_params, self.dist)  # = the one-process gradient
-                    self._optimizer_step(add)
+                    self._optimizer_step(add)  # gradients summed over ranks first
 
         sums = combine_over_ranks(sums, self.dist)
         sums.update(probs_diff_metrics(self._rollout_probs_diff(samples, plan, start_logps), self.dist))
