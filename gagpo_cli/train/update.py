@@ -13,11 +13,11 @@ Order of work in ``Updater.update``:
 4. Each epoch, each mini-batch: forward + backward per micro-batch, each loss share divided by the
    mini-batch's counts, so the accumulated gradient is the mini-batch gradient; clip (norm reported
    before clipping); AdamW step. Metrics are averaged over the optimizer steps.
-Every log-prob is taken at the rollout temperature, softmax(logits / T), the distribution the
-actions were sampled from (verl's actor does the same).
 5. ``actor/rollout_probs_diff_max`` / ``_mean``: |pi_old - pi_rollout| per response token, the gap
    between what the rollout engine sampled with and what the update starts from (the same weights;
    bf16 rounding, batch layout and another engine make it non-zero), as verl's ``rollout_probs_diff``.
+Every log-prob is taken at the rollout temperature, softmax(logits / T), the distribution the
+actions were sampled from (verl's actor does the same).
 """
 
 from __future__ import annotations
