@@ -10,6 +10,7 @@ import sys
 import pytest
 import torch
 from envs.corridor import CorridorEnvironment
+from test_train_resume import _comparable
 from tiny_model import tiny_policy
 
 from environments.pool import EnvPool
@@ -100,10 +101,6 @@ def test_engine_crash_mid_rollout_saves_and_resume_continues(tmp_path):
     with EnvPool.from_environment(CorridorEnvironment()) as pool:
         run_dir = train(cfg, resume=True, policy=tiny_policy(), env_pool=pool)
     assert [m["iteration"] for m in read_metrics(run_dir)] == [1, 2, 3]
-
-
-def _comparable(lines: list[dict]) -> list[dict]:
-    return [{k: v for k, v in m.items() if not k.startswith(("timing/", "perf/"))} for m in lines]
 
 
 def _engine_failing_after_sync(monkeypatch, syncs: int, *, in_sync: bool) -> None:
