@@ -1,7 +1,7 @@
 """``Estimator``, the base class of every advantage estimator, and ``EstimatorOutput``.
 
 An estimator declares what the trainer needs to know about it (``ratio_mode``, ``loss_agg``,
-``needs_critic``) as class attributes, so the trainer never switches on estimator names. Subclasses
+``needs_critic``, ``needs_groups``) as class attributes, so the trainer never switches on estimator names. Subclasses
 (built-in or third-party, registered under the ``gagpo.estimators`` entry-point group) implement
 ``evaluate``; ``compute`` and ``estimate`` wrap it with input and output checks and diagnostics.
 """
@@ -73,7 +73,8 @@ class Estimator:
     Class attributes every subclass sets: ``name`` (registered name), ``description`` (one line for
     ``gagpo list``), ``ratio_mode`` ("sequence": one length-normalised ratio per action; "token": one
     per token), ``loss_agg`` ("seq-mean-token-mean" | "token-mean"), ``needs_critic`` (the batch must
-    carry ``values``; the trainer trains a value head on ``EstimatorOutput.returns``), ``defaults``
+    carry ``values``; the trainer trains a value head on ``EstimatorOutput.returns``), ``needs_groups``
+    (advantages compare the K rollouts of a task, so the trainer refuses ``rollout.group_size: 1``), ``defaults``
     (option -> default). ``fixed`` names options an ablation pins: they always hold the pinned value
     (another value passed for them is ignored with a warning). ``gamma``, ``lam``, ``eps`` (SPEC 7) and
     ``penalty`` (SPEC 6: ``reward`` | ``verl``, where ``StepBatch.penalties`` enter; every built-in
@@ -89,6 +90,7 @@ class Estimator:
     ratio_mode: ClassVar[str] = "token"
     loss_agg: ClassVar[str] = "token-mean"
     needs_critic: ClassVar[bool] = False
+    needs_groups: ClassVar[bool] = False
     defaults: ClassVar[dict[str, Any]] = {}
     fixed: ClassVar[dict[str, Any]] = {}
 

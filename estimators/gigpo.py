@@ -32,6 +32,7 @@ class GiGPO(Estimator):
     description: ClassVar[str] = "GiGPO: episode relative advantage + anchor-state step advantage"
     ratio_mode: ClassVar[str] = "token"
     loss_agg: ClassVar[str] = "token-mean"
+    needs_groups: ClassVar[bool] = True  # episode and anchor groups come from the K rollouts
     defaults: ClassVar[dict] = {
         "gamma": 0.95, "eps": 1e-6, "omega": 1.0, "mode": "mean_std_norm", "penalty": DEFAULT_PENALTY,
     }

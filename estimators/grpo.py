@@ -58,6 +58,7 @@ class GRPO(Estimator):
     description: ClassVar[str] = "GRPO: trajectory score normalised within its rollout group"
     ratio_mode: ClassVar[str] = "token"
     loss_agg: ClassVar[str] = "token-mean"
+    needs_groups: ClassVar[bool] = True  # normalised within the K rollouts of a task
     defaults: ClassVar[dict] = {"eps": 1e-6, "stats": "steps", "penalty": DEFAULT_PENALTY}
 
     def evaluate(self, batch: StepBatch) -> EstimatorOutput:

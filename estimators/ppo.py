@@ -35,6 +35,7 @@ class PPO(Estimator):
     ratio_mode: ClassVar[str] = "token"
     loss_agg: ClassVar[str] = "token-mean"
     needs_critic: ClassVar[bool] = True
+    needs_groups: ClassVar[bool] = False  # the critic is the baseline: K = 1 is fine
     defaults: ClassVar[dict] = {"gamma": 0.95, "lam": 0.95, "penalty": DEFAULT_PENALTY}
 
     def evaluate(self, batch: StepBatch) -> EstimatorOutput:

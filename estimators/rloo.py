@@ -28,6 +28,7 @@ class RLOO(Estimator):
     description: ClassVar[str] = "RLOO: trajectory score minus the leave-one-out mean of its group"
     ratio_mode: ClassVar[str] = "token"
     loss_agg: ClassVar[str] = "token-mean"
+    needs_groups: ClassVar[bool] = True  # the baseline is the other K - 1 rollouts
     defaults: ClassVar[dict] = {"penalty": DEFAULT_PENALTY}
 
     def evaluate(self, batch: StepBatch) -> EstimatorOutput:

@@ -107,6 +107,10 @@ def _check_settings(cfg: ExperimentConfig) -> None:
                 "optim.mini_batches": cfg.optim.mini_batches, "optim.token_budget": cfg.optim.token_budget}
     at_least_zero = {"train.eval_every": cfg.train.eval_every, "train.eval_episodes": cfg.train.eval_episodes,
                      "env.history": cfg.env.history, "rollout.eval_temperature": cfg.rollout.eval_temperature}
+    estimator = plugins.load(plugins.ESTIMATORS, cfg.estimator.name)
+    if getattr(estimator, "needs_groups", False) and cfg.rollout.group_size < 2:
+        raise UsageError(f"rollout.group_size must be at least 2 for estimator '{cfg.estimator.name}': it compares "
+                         f"the rollouts of a task with each other, got {cfg.rollout.group_size}")
     if cfg.logging.wandb not in WANDB_MODES:
         raise UsageError(f"logging.wandb must be one of {', '.join(WANDB_MODES)}, got '{cfg.logging.wandb}'")
     if cfg.env.max_steps is not None:
