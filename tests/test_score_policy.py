@@ -11,7 +11,7 @@ from tiny_model import tiny_policy
 import gagpo_cli.train.policy as policy_module
 from gagpo_cli.config import ModelConfig
 from gagpo_cli.train.policy import Policy, length_buckets
-from gagpo_cli.train.prompts import SCORE_OPEN, candidate_text, render_score_prompt
+from gagpo_cli.train.prompts import SCORE_CLOSE, SCORE_OPEN, candidate_text, render_score_prompt
 from gagpo_cli.train.scoring import ActionScorer, ScoreInput
 
 FULL = ModelConfig(name="tiny-random", lora=False, dtype="float32", device="cpu")
@@ -91,8 +91,7 @@ def test_scores_equal_a_full_forward_per_candidate_with_each_normalisation_hand_
         outs = {norm: trained.score_actions(inputs, norm=norm) for norm in ("none", "token", "word")}
         for i, inp in enumerate(inputs):
             slow = _slow_sums(trained, inp)
-            _, candidates = trained.score_tokens(inp)
-            tokens = torch.tensor([float(len(c)) for c in candidates])
+            tokens = tokens_of(trained, inp)
             words = torch.tensor([float(len(a.split())) for a in inp.candidates])
             for norm, expected in (("none", slow), ("token", slow / tokens), ("word", slow / words)):
                 got = outs[norm].logits[i]
@@ -106,7 +105,28 @@ def test_scores_equal_a_full_forward_per_candidate_with_each_normalisation_hand_
 
 
 def tokens_of(policy: Policy, inp: ScoreInput) -> torch.Tensor:
-    return torch.tensor([float(len(c)) for c in policy.score_tokens(inp)[1]])
+    """TWOSOME's divisor: the tokens of each action text encoded alone (its closing tag not counted)."""
+    return torch.tensor([float(len(policy.tokenizer(a, add_special_tokens=False)["input_ids"]))
+                         for a in inp.candidates])
+
+
+def test_token_norm_divides_by_the_action_tokens_while_the_closing_tag_is_scored():
+    """"cabinet 1" and "cabinet 10": the scored text holds the closing tag, so neither is a prefix of the
+    other, and the divisor is the action's own token count, fewer than the scored tokens."""
+    policy = tiny_policy(FULL)
+    _perturb(policy)
+    inp = ScoreInput("alfworld", "find a cabinet", "You see a cabinet 1 and a cabinet 10.", [], 0,
+                     ("cabinet 1", "cabinet 10", "look"))
+    _, scored = policy.score_tokens(inp)
+    own = [policy.tokenizer(a, add_special_tokens=False)["input_ids"] for a in inp.candidates]
+    close = policy.tokenizer(SCORE_CLOSE, add_special_tokens=False)["input_ids"]
+    for ids, action_ids in zip(scored, own, strict=True):
+        assert list(ids[-len(close):]) == close and len(action_ids) < len(ids)
+    assert list(scored[0]) != list(scored[1][:len(scored[0])])  # "cabinet 1</action>" is no prefix of the other
+    with torch.no_grad():
+        token = policy.score_actions([inp], norm="token").logits[0]
+        slow = _slow_sums(policy, inp)
+    torch.testing.assert_close(token, slow / torch.tensor([float(len(a)) for a in own]), atol=2e-5, rtol=2e-5)
 
 
 @pytest.mark.parametrize("layout", ["packed-sdpa", "packed-eager", "repeated-cache-rows"])

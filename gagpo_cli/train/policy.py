@@ -3,8 +3,11 @@ batched generation with a KV cache, and response-token log-probs (SPEC 3, policy
 
 Score mode (``score_actions``, GLAM / TWOSOME style): the prompt of each step is encoded once and
 every admissible action continues from its cached keys and values, all candidates of all steps in
-one batch (packed one row per prompt, each candidate masked from the others); a candidate's score is the sum of its token log-probs, divided by its token count
-(``token``), its word count (``word``) or not at all (``none``).
+one batch (packed one row per prompt, each candidate masked from the others). A candidate is scored
+as the continuation ``{action}</action>``: the closing tag keeps "cabinet 1" from scoring as a prefix of
+"cabinet 10". Its score is the sum of the log-probs of all those tokens, divided (``token``, as TWOSOME,
+arXiv 2401.13942) by the number of tokens of the action text alone (encoded on its own, at least 1; the
+tag's tokens are not counted), by its number of words (``word``) or not at all (``none``).
 
 Precision (``dtype: auto``), on a GPU or a CPU with native bf16 (AVX512-BF16 / AMX): a LoRA base is
 stored in bf16 (adapters float32), a fully trained model in float32, and bf16 autocast runs the
@@ -178,6 +181,7 @@ class Policy:
         # Token ids of repeated texts (a group's K rollouts share prompts; the update re-scores them).
         self._score_prompt_ids = functools.lru_cache(maxsize=ENCODE_CACHE_SIZE)(self._encode_score_prompt)
         self._candidate_ids = functools.lru_cache(maxsize=ENCODE_CACHE_SIZE)(self._encode_candidate)
+        self._action_tokens = functools.lru_cache(maxsize=ENCODE_CACHE_SIZE)(self._count_action_tokens)
 
     # ------------------------------------------------------------------------------ construction
 
@@ -434,6 +438,10 @@ class Policy:
             raise ValueError(f"candidate action {action!r} has no tokens")
         return ids
 
+    def _count_action_tokens(self, action: str) -> int:
+        """Tokens of the action text encoded on its own (the ``token`` normalisation's divisor), at least 1."""
+        return max(1, len(self.tokenizer(action, add_special_tokens=False)["input_ids"]))
+
     def score_tokens(self, inp: ScoreInput) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
         """(prompt ids, one id tuple per candidate) exactly as ``score_actions`` scores them."""
         return self._score_prompt_ids(self.score_prompt_text(inp)), [self._candidate_ids(a) for a in inp.candidates]
@@ -452,9 +460,10 @@ class Policy:
         continuing from its prompt's cached keys and values, never re-encoding the prompt: packed, all
         candidates of a prompt in one row under a 4D mask (eager / sdpa attention), else one row per
         candidate over repeated cache rows. ``logits[i][j]`` = sum of the token log-probs of
-        ``candidate_text(candidates[j])`` after input i's prompt, divided by its token count
-        (``norm='token'``), by the number of words of the action (``'word'``, at least 1) or by 1
-        (``'none'``); float32, differentiable when gradients are enabled. ``reference=True`` scores
+        ``candidate_text(candidates[j])`` (the action and its closing tag) after input i's prompt, divided
+        by the number of tokens of the action alone (``norm='token'``, TWOSOME's token normalisation: the
+        tag's tokens are scored but not counted), by the number of words of the action (``'word'``, at
+        least 1) or by 1 (``'none'``); float32, differentiable when gradients are enabled. ``reference=True`` scores
         with the reference policy. ``with_state``: ``state`` is the (B, H) float32 last hidden state of
         each prompt (the state s_t, for a critic).
         """
@@ -473,7 +482,7 @@ class Policy:
         pair_prompt = torch.tensor([p for p, _ in pairs], dtype=torch.long)
         pair_ids = [self._candidate_ids(a) for _, a in pairs]
         if norm == "token":
-            denominators = [float(len(ids)) for ids in pair_ids]
+            denominators = [float(self._action_tokens(a)) for _, a in pairs]
         elif norm == "word":
             denominators = [float(max(1, len(a.split()))) for _, a in pairs]
         else:
