@@ -55,6 +55,8 @@ from gagpo_cli.train.checkpoint import (
     restore_rng,
     save_checkpoint,
 )
+from gagpo_cli.train.config_match import RESUMABLE_CHANGES, config_changes
+from gagpo_cli.train.config_match import flat as _flat
 from gagpo_cli.train.engines import EngineError, check_engine, open_engine
 from gagpo_cli.train.featurised import ALIAS as FEATURISED
 from gagpo_cli.train.loss import KL_ENTROPY_AGGS
@@ -66,10 +68,6 @@ from gagpo_cli.train.scoring import check_norm as check_norm_setting
 from gagpo_core import plugins
 from gagpo_core.atomic import atomic_write_json
 from gagpo_core.plugins import unknown_name_message
-
-# Settings a resumed run may change; any other difference from the saved config is an error.
-RESUMABLE_CHANGES = ("description", "train.threads", "rollout.engine", "train.iterations", "train.save_every", "train.eval_every",
-                     "train.eval_episodes", "train.eval_max_steps", "env.workers", "logging.")
 
 
 class TrainingInterrupted(Exception):
@@ -142,16 +140,6 @@ def _check_settings(cfg: ExperimentConfig) -> None:
                          "(the adapter reads the scored action tokens)")
 
 
-def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        if isinstance(value, dict) and key != "options":
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
 def _warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr, flush=True)
 
@@ -216,9 +204,7 @@ def _check_same_config(cfg: ExperimentConfig, run_dir: Path) -> None:
         saved = _flat(yaml.safe_load(saved_file.read_text(encoding="utf-8")))
     except (OSError, yaml.YAMLError, AttributeError) as exc:
         raise UsageError(f"--resume: cannot read {saved_file} ({type(exc).__name__})") from None
-    now = _flat(cfg.to_dict())
-    changed = sorted(k for k in now.keys() | saved.keys()
-                     if now.get(k) != saved.get(k) and not k.startswith(RESUMABLE_CHANGES))
+    changed = list(config_changes(cfg, saved, RESUMABLE_CHANGES))
     if changed:
         raise UsageError(f"--resume: the config differs from the run's {saved_file} in {', '.join(changed)}")
 
