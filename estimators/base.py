@@ -18,11 +18,14 @@ import numpy as np
 from estimators.batch import StepBatch
 from estimators.diagnostics import advantage_stats
 from estimators.penalty import PENALTY_MODES
+from estimators.similarity import merge_similar_states
 from gagpo_core.plugins import closest
 
 RATIO_MODES = ("sequence", "token")
 SHARED_OPTIONS = ("gamma", "lam", "eps", "penalty")  # SPEC 7 (+ SPEC 6): option names not tied to one estimator
 LOSS_AGGS = ("seq-mean-token-mean", "token-mean")
+# Options of every estimator that groups states (``groups_states``), applied by the base class.
+STATE_GROUPING_OPTIONS = ("grouping", "similarity_threshold")
 
 # SPEC 7 option names and their allowed values (options outside this table are not checked).
 _CHOICES = {
@@ -30,6 +33,7 @@ _CHOICES = {
     "stats": ("steps", "trajectory"),
     "norm": ("group", "batch", "none"),
     "penalty": PENALTY_MODES,  # SPEC 6: where StepBatch.penalties enter (estimators.penalty)
+    "grouping": ("exact", "similarity"),  # state grouping (estimators.similarity)
 }
 _UNIT_INTERVAL = ("gamma", "lam")
 
@@ -64,6 +68,12 @@ def _check_option(owner: str, name: str, value: Any) -> Any:
             raise ValueError(f"option {name} of estimator '{owner}' must lie in [0, 1] (got {value})")
         if name == "eps" and value <= 0.0:
             raise ValueError(f"option eps of estimator '{owner}' must be > 0 (got {value})")
+    if name == "similarity_threshold":
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise ValueError(f"option {name} of estimator '{owner}' must be a number (got {value!r})")
+        value = float(value)
+        if not 0.0 < value <= 1.0:
+            raise ValueError(f"option {name} of estimator '{owner}' must lie in (0, 1] (got {value})")
     return value
 
 
@@ -83,6 +93,13 @@ class Estimator:
     bad value, raises ``ValueError`` listing the valid ones. An estimator that does not declare
     ``penalty`` receives batches whose ``rewards`` already include ``StepBatch.penalties`` (the
     ``reward`` rule), so a plugin written against SPEC 2's ``rewards`` keeps seeing the penalty.
+
+    ``groups_states``: the estimator groups rows by state key (``StepBatch.step_groups`` /
+    ``state_index``). Such an estimator also takes ``grouping`` ("exact", the default: equal key texts;
+    "similarity": near-identical texts of one rollout group become one state, ``estimators.similarity``)
+    and ``similarity_threshold`` (in (0, 1]), defaults in ``grouping_defaults``; the base class merges
+    the batch's state keys before ``evaluate``, so the estimator needs no code of its own. They live in
+    ``state_grouping``, apart from ``options``; any other estimator ignores them with a warning.
     """
 
     name: ClassVar[str] = ""
@@ -93,6 +110,8 @@ class Estimator:
     needs_groups: ClassVar[bool] = False
     defaults: ClassVar[dict[str, Any]] = {}
     fixed: ClassVar[dict[str, Any]] = {}
+    groups_states: ClassVar[bool] = False
+    grouping_defaults: ClassVar[dict[str, Any]] = {"grouping": "exact", "similarity_threshold": 0.9}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -104,15 +123,18 @@ class Estimator:
             raise TypeError(f"{cls.__name__}.loss_agg must be one of {LOSS_AGGS} (got {cls.loss_agg!r})")
 
     def __init__(self, **options: Any) -> None:
+        grouping = {k: options.pop(k) for k in STATE_GROUPING_OPTIONS if k in options}
+        self.state_grouping: dict[str, Any] = self._resolve_state_grouping(grouping)
         valid = sorted({*self.defaults, *self.fixed})
         accepted = sorted({*valid, *SHARED_OPTIONS})
         for key, value in options.items():
             if key not in accepted:
-                close = closest(key, valid)
+                close = closest(key, [*valid, *self.state_grouping])
                 hint = f" Did you mean '{close}'?" if close else ""
+                also = f" (state grouping: {', '.join(self.state_grouping)})" if self.groups_states else ""
                 raise ValueError(
                     f"unknown option '{key}' for estimator '{self.name}'.{hint} "
-                    f"Valid options: {', '.join(valid) or '(none)'}"
+                    f"Valid options: {', '.join(valid) or '(none)'}{also}"
                 )
             if key not in valid:
                 warnings.warn(f"estimator '{self.name}' does not use option '{key}'; ignored", stacklevel=2)
@@ -126,8 +148,20 @@ class Estimator:
         resolved = {**self.defaults, **given, **self.fixed}
         self.options: dict[str, Any] = {k: _check_option(self.name, k, v) for k, v in resolved.items()}
 
+    def _resolve_state_grouping(self, given: dict[str, Any]) -> dict[str, Any]:
+        """``grouping`` ("exact" | "similarity") and ``similarity_threshold`` of an estimator that groups
+        states; any other estimator ignores them with a warning (like an unused shared option)."""
+        if not self.groups_states:
+            for key in given:
+                warnings.warn(
+                    f"estimator '{self.name}' does not group states; option '{key}' ignored", stacklevel=3
+                )
+            return {}
+        resolved = {**self.grouping_defaults, **given}
+        return {k: _check_option(self.name, k, v) for k, v in resolved.items()}
+
     def __repr__(self) -> str:
-        opts = ", ".join(f"{k}={v!r}" for k, v in sorted(self.options.items()))
+        opts = ", ".join(f"{k}={v!r}" for k, v in sorted({**self.options, **self.state_grouping}.items()))
         return f"{type(self).__name__}({opts})"
 
     def evaluate(self, batch: StepBatch) -> EstimatorOutput:
@@ -145,6 +179,8 @@ class Estimator:
             )
         if "penalty" not in self.options and batch.penalties.any():
             batch = batch.with_penalties_in_rewards()  # an estimator without the option reads rewards only
+        if self.state_grouping.get("grouping") == "similarity":  # near-identical keys become one state
+            batch = merge_similar_states(batch, self.state_grouping["similarity_threshold"])
         out = self.evaluate(batch)
         if out.advantages.shape != (len(batch),):
             raise ValueError(

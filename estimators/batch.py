@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from estimators.grouping import TrajectoryLayout, factorize_within
+from estimators.grouping import StateIndex, TrajectoryLayout
 
 
 @dataclass(frozen=True)
@@ -153,9 +153,11 @@ class StepBatch:
         return out
 
     @cached_property
+    def state_index(self) -> StateIndex:
+        """Visits of every state per rollout group and each row's next state (computed on first use)."""
+        return StateIndex.build(self.layout, self.state_keys)
+
+    @cached_property
     def step_groups(self) -> StepGroups:
         """SPEC 3 step 2: exact state-key match inside each rollout group (computed on first use)."""
-        row_group = self.layout.to_rows(self.layout.group)
-        codes, count = factorize_within(row_group, self.state_keys)
-        slot_codes = self.layout.to_slots(codes)
-        return StepGroups(codes=slot_codes, sizes=np.bincount(slot_codes, minlength=count))
+        return StepGroups(codes=self.state_index.codes, sizes=self.state_index.sizes)

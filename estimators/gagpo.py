@@ -35,6 +35,7 @@ class GAGPO(Estimator):
     ratio_mode: ClassVar[str] = "sequence"
     loss_agg: ClassVar[str] = "seq-mean-token-mean"
     needs_groups: ClassVar[bool] = True  # the value proxy averages returns over the K rollouts
+    groups_states: ClassVar[bool] = True  # G(s): the grouping options apply
     defaults: ClassVar[dict] = {"gamma": 0.95, "lam": 0.8, "eps": 1e-6, "norm": "group", "penalty": DEFAULT_PENALTY}
     monte_carlo: ClassVar[bool] = False  # gagpo-mc: A_t = R_t - V(s_t) instead of steps 4-6
     broadcast: ClassVar[bool] = False  # gagpo-broadcast: add the episode term before step 7

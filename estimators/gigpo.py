@@ -33,6 +33,7 @@ class GiGPO(Estimator):
     ratio_mode: ClassVar[str] = "token"
     loss_agg: ClassVar[str] = "token-mean"
     needs_groups: ClassVar[bool] = True  # episode and anchor groups come from the K rollouts
+    groups_states: ClassVar[bool] = True  # anchor groups: the grouping options apply
     defaults: ClassVar[dict] = {
         "gamma": 0.95, "eps": 1e-6, "omega": 1.0, "mode": "mean_std_norm", "penalty": DEFAULT_PENALTY,
     }

@@ -220,3 +220,61 @@ def segment_relative(
     std = np.sqrt(np.bincount(pop_codes, weights=pop_dev * pop_dev, minlength=k) / np.maximum(counts - 1, 1))
     usable = (counts > 1) & (std > 0)
     return np.where(usable[codes], dev / (std[codes] + eps), 0.0)
+
+
+@dataclass(frozen=True, eq=False)
+class StateIndex:
+    """Every visit of every state inside its rollout group, and the state each row moves to (slots).
+
+    ``codes[k]``: the state code of slot k; two slots share a code iff they hold the same state key in
+    the same rollout group (the step groups G(s)). ``next_codes[k]``: the code of the next slot of the
+    same trajectory, -1 on a trajectory's last slot (no next state). ``sizes[c]``: visits |G| of code
+    c; ``code_group[c]``: its rollout-group code; ``code_key[c]``: its key text. The visits of code c
+    are the slots ``visits[visit_start[c]:visit_start[c + 1]]``, ascending. Built once, O(n).
+    """
+
+    codes: np.ndarray
+    next_codes: np.ndarray
+    sizes: np.ndarray
+    code_group: np.ndarray
+    code_key: np.ndarray
+    visits: np.ndarray
+    visit_start: np.ndarray
+
+    @property
+    def count(self) -> int:
+        return len(self.sizes)
+
+    @classmethod
+    def build(cls, layout: TrajectoryLayout, state_keys: np.ndarray) -> StateIndex:
+        """Index the batch's ``state_keys`` (row order) over ``layout``."""
+        row_codes, count = factorize_within(layout.to_rows(layout.group), state_keys)
+        codes = layout.to_slots(row_codes)
+        next_codes = np.full(layout.n, -1, dtype=np.int64)
+        next_codes[:-1] = codes[1:]
+        next_codes[layout.is_last] = -1
+        sizes = np.bincount(codes, minlength=count)
+        member = np.zeros(count, dtype=np.int64)
+        member[codes] = np.arange(layout.n)  # any one slot of each code
+        visits = np.argsort(codes, kind="stable")
+        visit_start = np.concatenate(([0], np.cumsum(sizes)))
+        return cls(
+            codes=codes,
+            next_codes=next_codes,
+            sizes=sizes,
+            code_group=layout.group[member],
+            code_key=layout.to_slots(state_keys)[member],
+            visits=visits,
+            visit_start=visit_start,
+        )
+
+    def visits_of(self, code: int) -> np.ndarray:
+        """The slots that visit state ``code``, ascending."""
+        return self.visits[self.visit_start[code] : self.visit_start[code + 1]]
+
+    def next_state_keys(self) -> np.ndarray:
+        """The key of the state each slot moves to (object array); ``None`` on a trajectory's last slot."""
+        keys = np.empty(len(self.codes), dtype=object)
+        has_next = self.next_codes >= 0
+        keys[has_next] = self.code_key[self.next_codes[has_next]]
+        return keys
