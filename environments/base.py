@@ -13,7 +13,9 @@ Rewards here are the benchmark's raw rewards (WebShop: the score in [0, 1] at pu
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, ClassVar
 
 from gagpo_core import plugins
@@ -95,8 +97,41 @@ class Environment(ABC):
     def new_episode(self) -> Episode:
         """A fresh episode bound to this environment."""
 
+    def split_task_types(self, split: str) -> tuple[str, ...] | None:
+        """The task type of every task of ``split`` in task id order, or None when it is not known
+        without playing the tasks (the default: a third-party environment need not declare it)."""
+        return None
+
+    def evaluation_order(self, split: str) -> tuple[int, ...]:
+        """The order in which an evaluation plays the tasks of ``split``: every task id exactly once.
+
+        Default: ``stratified_order`` of ``split_task_types`` (the task types interleaved, so the first
+        tasks cover every type and any first N hold the types in about their shares of the split), or
+        task id order when the types are not declared.
+        """
+        types = self.split_task_types(split)
+        if types is None:
+            return tuple(range(self.num_tasks(split)))
+        return stratified_order(types, self.task_types)
+
     def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release shared resources (worker processes, engine handles)."""
+
+
+def stratified_order(types: Sequence[str], type_order: Sequence[str] = ()) -> tuple[int, ...]:
+    """Task ids ``0 .. len(types) - 1`` interleaved by task type, each type at its own rate: task j (in
+    ascending id) of a type with m tasks takes the place j / m, and the ids are sorted by place, ties
+    broken by type (``type_order``, an environment's declared ``task_types``, then any others
+    alphabetically). So the first K ids hold one task of each of the K types, and any first N ids hold
+    the types close to their shares of the split (within about one task each); with types of equal size
+    this is plain round-robin."""
+    by_type: dict[str, list[int]] = {}
+    for task_id, task_type in enumerate(types):
+        by_type.setdefault(task_type, []).append(task_id)
+    ordered = [t for t in dict.fromkeys(type_order) if t in by_type] + sorted(set(by_type) - set(type_order))
+    placed = [(Fraction(j, len(by_type[t])), rank, task_id)
+              for rank, t in enumerate(ordered) for j, task_id in enumerate(by_type[t])]
+    return tuple(task_id for _, _, task_id in sorted(placed))
 
 
 def get_environment(name: str, **options: Any) -> Environment:

@@ -88,6 +88,8 @@ class _SlotHost:
     def handle(self, kind: str, items: Any) -> Any:
         if kind == "num_tasks":
             return self.env.num_tasks(items)
+        if kind == "evaluation_order":
+            return tuple(int(task_id) for task_id in self.env.evaluation_order(items))
         if kind == "reset":  # (re)creates this host's slots
             self.close_episodes()
             answers = [self._reset(slot, spec) for slot, spec in items]
@@ -234,6 +236,7 @@ class EnvPool:
         self.step_timeout_s = float(step_timeout_s)
         self._clear_slots()
         self._num_tasks: dict[str, int] = {}
+        self._evaluation_orders: dict[str, tuple[int, ...]] = {}
         self._workers: list[_Worker] = []
         self._host: _SlotHost | None = None
         if workers == 0:
@@ -255,7 +258,7 @@ class EnvPool:
         pool = cls.__new__(cls)
         pool.env_name, pool.options, pool.step_timeout_s = env.name, {}, 120.0
         pool._clear_slots()
-        pool._num_tasks, pool._workers = {}, []
+        pool._num_tasks, pool._evaluation_orders, pool._workers = {}, {}, []
         pool._attach(env, owns_env=False)
         return pool
 
@@ -290,17 +293,26 @@ class EnvPool:
     def num_tasks(self, split: str) -> int:
         """Task instances in ``split`` (ids ``0 .. n-1``); ``ValueError`` for an unknown split."""
         if split not in self._num_tasks:
-            if self._host is not None:
-                self._num_tasks[split] = self._host.handle("num_tasks", split)
-            else:
-                answer = self._exchange({0: ("num_tasks", split)})[0]
-                if answer.failure:
-                    self._restart(0)
-                    raise EnvWorkerError(f"environment worker failed counting tasks of '{split}': {answer.failure}")
-                if answer.exception:
-                    raise answer.exception
-                self._num_tasks[split] = answer.value
+            self._num_tasks[split] = self._ask("num_tasks", split, "counting tasks of")
         return self._num_tasks[split]
+
+    def evaluation_order(self, split: str) -> tuple[int, ...]:
+        """The environment's order of evaluation tasks of ``split`` (``Environment.evaluation_order``)."""
+        if split not in self._evaluation_orders:
+            self._evaluation_orders[split] = self._ask("evaluation_order", split, "ordering the tasks of")
+        return self._evaluation_orders[split]
+
+    def _ask(self, kind: str, split: str, doing: str) -> Any:
+        """A question about ``split`` to the environment (worker 0 in worker mode)."""
+        if self._host is not None:
+            return self._host.handle(kind, split)
+        answer = self._exchange({0: (kind, split)})[0]
+        if answer.failure:
+            self._restart(0)
+            raise EnvWorkerError(f"environment worker failed {doing} '{split}': {answer.failure}")
+        if answer.exception:
+            raise answer.exception
+        return answer.value
 
     def reset(self, specs: list[TaskSpec]) -> list[Reset]:
         """Drop every slot and start ``len(specs)`` new ones; slot i plays ``specs[i] = (split, task_id, seed)``."""

@@ -61,16 +61,22 @@ _ENV_OPTION = typer.Option("--option", "-o", help="Environment option KEY=VALUE 
 
 @app.command("eval")
 def eval_command(
-    env: Annotated[str, typer.Option("--env", help="Environment name (see `gagpo list environments`).")],
+    env: Annotated[str | None, typer.Option("--env", help="Environment name (see `gagpo list environments`); "
+                                            "a run's own when --policy is a run directory.")] = None,
     policy: Annotated[str, typer.Option(help="expert, random, or a model (run directory / path).")] = "expert",
-    episodes: Annotated[int, typer.Option(help="Number of episodes (task i % num_tasks).")] = 20,
+    episodes: Annotated[int | None, typer.Option(
+        help="Episodes, at most one per task, in the environment's evaluation order (round-robin over task "
+             "types) [default: 20, or the run's train.eval_episodes]")] = None,
     split: Annotated[str | None, typer.Option(help="Task split (default: test, else the last one).")] = None,
-    seed: Annotated[int, typer.Option(help="Seed of episodes and of the random policy.")] = 0,
+    seed: Annotated[int | None, typer.Option(
+        help="Seed of episodes and of the policy's sampling [default: 0, or the run's train.seed]")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the metrics JSON here.")] = None,
-    workers: Annotated[int, typer.Option(help="Environment worker processes (0: in-process).")] = 0,
+    workers: Annotated[int | None, typer.Option(
+        help="Environment worker processes, 0: in-process [default: 0, or the run's env.workers]")] = None,
     option: Annotated[list[str] | None, _ENV_OPTION] = None,
 ) -> None:
-    """Evaluate a policy on an environment: success rate, score, per task type, speed."""
+    """Evaluate a policy on an environment: success rate, score, per task type, speed. A training run as
+    --policy replays the run's own evaluation (its settings fill in every option not given)."""
     from gagpo_cli.evaluate import eval_command as run_eval
 
     run_eval(env, policy, episodes, split, seed, json_out, workers, option or [])
@@ -174,13 +180,17 @@ def report_command(
     table: Annotated[int | None, typer.Option(help="1: methods x benchmarks; 2: GAGPO and its ablations.")] = None,
     out: Annotated[Path | None, typer.Option(help="Folder for the CSV / Markdown / LaTeX / PNG files (default: ./report).")] = None,
     paper: Annotated[bool, typer.Option(help="Add the published rows (marked, never mixed with measured).")] = False,
-    figures: Annotated[bool, typer.Option(help="Write PNG figures of the training curves.")] = False,
+    figures: Annotated[bool, typer.Option(
+        help="Write PNG figures: training and evaluation curves with bands, interval plots.")] = False,
+    baseline: Annotated[str | None, typer.Option(
+        help="Reference row for P(improvement) and paired differences (default: GRPO in Table 1, GAGPO in Table 2).")] = None,
 ) -> None:
-    """Aggregate finished runs over seeds (mean, std, n) into tables and figures."""
+    """Aggregate finished runs over seeds into tables and figures: mean [95 % bootstrap interval], std, n,
+    IQM, probability of improvement over --baseline, paired differences, area under the evaluation curve."""
     from gagpo_cli.config import LoggingConfig
     from gagpo_cli.report.command import report_command as run_report
 
-    run_report(run_dirs or [Path(LoggingConfig.output_dir)], table, out, paper, figures)
+    run_report(run_dirs or [Path(LoggingConfig.output_dir)], table, out, paper, figures, baseline=baseline)
 
 
 def _click_exception_types() -> tuple[type[BaseException], ...]:

@@ -1,8 +1,15 @@
 """``gagpo eval``: run a policy on N task instances of an environment, batched over an ``EnvPool``.
 
-Episode i plays task ``i % num_tasks(split)`` with seed ``derive_seed(seed, i)``. Episodes run in
-batches of ``batch_size`` slots; every live slot of a batch is stepped together, until it is done
-or has used the environment's ``max_steps`` budget (then it is a failure with score 0).
+Which episodes (``evaluation_specs``, shared with the trainer's evaluations): episode i plays the i-th
+task of the environment's evaluation order (``Environment.evaluation_order``: round-robin over the task
+types where the environment declares them, so the first N episodes cover every type) with seed
+``derive_seed(seed, i)``; at most one episode per task, so N >= the split's size plays every task
+exactly once. Episodes run in batches of ``batch_size`` slots; every live slot of a batch is stepped
+together, until it is done or has used the step budget (then it is a failure with score 0).
+
+A training run directory (or one of its checkpoints) as the policy replays the run's own evaluation
+(``replay_settings``): every setting not given is the run's, so the run's last evaluation (its
+``eval.json``) comes out again, episode for episode.
 
 Reported numbers (SPEC section 6), all rates in percent:
 - ``success_rate``: 100 x share of episodes won (WebShop: raw reward == 1; ALFWorld: won);
@@ -74,6 +81,12 @@ def choose_split(info: EnvironmentInfo, split: str | None, setting: str = "split
     if split not in info.splits:
         raise UsageError(unknown_name_message(f"{info.name} {setting}", split, list(info.splits)))
     return split
+
+
+def evaluation_specs(pool: EnvPool, split: str, episodes: int, seed: int) -> list[TaskSpec]:
+    """The episodes of an evaluation (module docstring): ``min(episodes, tasks of split)`` specs."""
+    order = pool.evaluation_order(split)
+    return [(split, task_id, derive_seed(seed, i)) for i, task_id in enumerate(order[:episodes])]
 
 
 def parse_env_options(pairs: list[str]) -> dict[str, Any]:
@@ -152,8 +165,9 @@ def summarize(records: list[EpisodeRecord], env_steps: int, env_seconds: float,
 
 def evaluate(env_name: str, policy: AgentPolicy | str, episodes: int, split: str | None = None, seed: int = 0,
              options: dict[str, Any] | None = None, workers: int = 0, *, batch_size: int = 128,
-             step_timeout_s: float = 120.0) -> dict[str, Any]:
-    """Evaluate ``policy`` (an ``AgentPolicy`` or a spec for ``resolve_policy``) on ``episodes`` episodes.
+             max_steps: int | None = None, step_timeout_s: float = 120.0) -> dict[str, Any]:
+    """Evaluate ``policy`` (an ``AgentPolicy`` or a spec for ``resolve_policy``) on ``episodes`` episodes
+    (at most one per task of the split) of at most ``max_steps`` steps (None: the environment's budget).
 
     Returns the metrics of the module docstring plus ``env``, ``split``, ``policy``, ``seed``,
     ``workers`` and ``per_episode`` (one dict per episode, in order).
@@ -168,9 +182,8 @@ def evaluate(env_name: str, policy: AgentPolicy | str, episodes: int, split: str
     with EnvPool(env_name, options, workers=workers, step_timeout_s=step_timeout_s) as pool:
         info = pool.environment_info
         split = choose_split(info, split)
-        n_tasks = pool.num_tasks(split)
-        specs = [(split, i % n_tasks, derive_seed(seed, i)) for i in range(episodes)]
-        records, env_steps, env_seconds = run_episodes(pool, agent, specs, batch_size)
+        specs = evaluation_specs(pool, split, episodes, seed)
+        records, env_steps, env_seconds = run_episodes(pool, agent, specs, batch_size, max_steps)
     result = {"env": env_name, "split": split, "policy": policy if isinstance(policy, str) else agent.name,
               "seed": seed, "workers": workers}
     result.update(summarize(records, env_steps, env_seconds, info.task_types))
@@ -203,15 +216,78 @@ def print_report(result: dict[str, Any], console: Console) -> None:
                       f"first error: {escape(errors[0])}")
 
 
-def eval_command(env: str, policy: str, episodes: int, split: str | None, seed: int, json_out: Path | None,
-                 workers: int, option: list[str]) -> dict[str, Any]:
-    """What ``gagpo eval`` does: parse the options, evaluate, print the tables, write the JSON."""
+DEFAULT_EPISODES = 20  # ``gagpo eval --episodes`` when neither the command line nor a run says
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """What one ``gagpo eval`` plays (the arguments of ``evaluate``) and, when replaying, which run."""
+
+    env: str
+    split: str | None
+    episodes: int
+    seed: int
+    options: dict[str, Any]
+    workers: int
+    batch_size: int = 128
+    max_steps: int | None = None
+    replaying: str = ""  # the run whose evaluation this replays ("" for none)
+
+
+def eval_settings(policy: str, env: str | None, episodes: int | None, split: str | None, seed: int | None,
+                  workers: int | None, options: dict[str, Any]) -> EvalSettings:
+    """The command line's settings (None: not given). A run directory or checkpoint as ``policy`` supplies
+    every one not given, as its own evaluations used them: ``env.name``; on that environment, its
+    ``env.options`` (given ``--option`` keys override) and ``env.eval_split``; ``train.eval_episodes``,
+    ``train.seed``, ``env.workers``, ``train.eval_max_steps`` and a batch of ``rollout.tasks_per_batch x
+    group_size`` episodes (the model's ``rollout.eval_temperature`` comes with it, ``agent.load_agent``).
+    Without a run: ``--env`` is required, then 20 episodes, seed 0, in-process, batches of 128."""
+    run = None
+    if Path(policy).exists():
+        from gagpo_cli.train.agent import run_config
+
+        run = run_config(policy)
+    if run is None:
+        if env is None:
+            raise UsageError("--env is required (it is optional only when --policy is a training run directory)")
+        return EvalSettings(env, split, _given(episodes, DEFAULT_EPISODES), _given(seed, 0), options,
+                            _given(workers, 0))
+    from gagpo_cli.train.recipe import eval_batch_size
+
+    own_env = env is None or env == run.env.name
+    return EvalSettings(
+        env=run.env.name if env is None else env,
+        split=split if split is not None or not own_env else run.env.eval_split,
+        episodes=_given(episodes, run.train.eval_episodes or DEFAULT_EPISODES),
+        seed=_given(seed, run.train.seed),
+        options={**run.env.options, **options} if own_env else options,
+        workers=_given(workers, run.env.workers),
+        batch_size=eval_batch_size(run),
+        max_steps=run.train.eval_max_steps,
+        replaying=policy if own_env else "",
+    )
+
+
+def _given(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
+def eval_command(env: str | None, policy: str, episodes: int | None, split: str | None, seed: int | None,
+                 json_out: Path | None, workers: int | None, option: list[str]) -> dict[str, Any]:
+    """What ``gagpo eval`` does: settle the settings (``eval_settings``), evaluate, print the tables, write
+    the JSON."""
     from gagpo_cli.train.progress import Heartbeat
 
-    options = parse_env_options(option)
-    with Heartbeat(f"gagpo eval of {policy} on {env}"):
-        result = evaluate(env, policy, episodes, split, seed, options, workers)
+    settings = eval_settings(policy, env, episodes, split, seed, workers, parse_env_options(option))
     console = Console()
+    if settings.replaying:
+        console.print(f"replaying the evaluation of {settings.replaying}: up to {settings.episodes} episodes, "
+                      f"seed {settings.seed}, batches of {settings.batch_size}", highlight=False)
+    with Heartbeat(f"gagpo eval of {policy} on {settings.env}"):
+        result = evaluate(settings.env, policy, settings.episodes, settings.split, settings.seed, settings.options,
+                          settings.workers, batch_size=settings.batch_size, max_steps=settings.max_steps)
+    if result["episodes"] < settings.episodes:
+        console.print(f"note: {result['split']} has {result['episodes']} tasks; each was played once", highlight=False)
     print_report(result, console)
     if json_out is not None:
         atomic_write_json(json_out, result)

@@ -46,10 +46,10 @@ def test_expert_eval_succeeds_everywhere(plugin):
     assert result["env_steps_per_s"] > 0
 
 
-def test_task_ids_wrap_around_and_default_split_is_test(plugin):
-    result = evaluate("corridor", "expert", episodes=14)
-    assert result["split"] == "test"
-    assert [e["task_id"] for e in result["per_episode"]] == [*range(12), 0, 1]
+def test_more_episodes_than_tasks_play_each_task_once_and_default_split_is_test(plugin):
+    result = evaluate("corridor", "expert", episodes=14)  # corridor declares no task types: id order
+    assert result["split"] == "test" and result["episodes"] == 12
+    assert [e["task_id"] for e in result["per_episode"]] == list(range(12))
 
 
 def test_random_is_seeded_and_worse_than_expert(plugin):
@@ -133,6 +133,7 @@ def test_cli_eval_writes_json_and_table(plugin, tmp_path):
     (["--env", "corridor", "--option", "data_dir"], "bad --option 'data_dir'"),
     (["--env", "corridor", "--option", "colour=red"], "unknown corridor option(s) colour"),
     (["--env", "corridor", "--split", "tset"], "Did you mean 'test'?"),
+    (["--policy", "random"], "--env is required"),
 ])
 def test_cli_bad_input_is_one_line_exit_2(plugin, args, expected):
     proc = run_gagpo(["eval", *args], plugin)

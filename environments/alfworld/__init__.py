@@ -69,6 +69,13 @@ class ALFWorldEnvironment(Environment):
             return self._sizes[split]
         return len(self._games.files(split))
 
+    def split_task_types(self, split: str) -> tuple[str, ...]:
+        """The task type of every game of ``split`` (embedded: fixed by the task id, ``generator``; real
+        data: each game's ``traj_data.json``, where path order groups the games by type)."""
+        if self.backend == "embedded":
+            return tuple(generator.task_type_of(task_id) for task_id in range(self.num_tasks(split)))
+        return self._games.task_types(split)
+
     def new_episode(self) -> Episode:
         if self.backend == "embedded":
             return EmbeddedEpisode(self._sizes)

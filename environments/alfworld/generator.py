@@ -131,11 +131,16 @@ def _name_objects(placed: list[tuple[str, int]]) -> tuple[tuple[str, ...], tuple
     )
 
 
+def task_type_of(task_id: int) -> str:
+    """The task type of game ``task_id`` in every split: the six types in turn."""
+    return catalog.TASK_TYPES[task_id % len(catalog.TASK_TYPES)]
+
+
 def generate(split: str, task_id: int) -> Game:
     """The game ``task_id`` of ``split`` (deterministic)."""
     unseen = split == "valid_unseen"
     rng = random.Random(f"alfworld/{split}/{task_id}")
-    task_type = catalog.TASK_TYPES[task_id % len(catalog.TASK_TYPES)]
+    task_type = task_type_of(task_id)
     pool = combos(unseen, task_type)
     held = [c for c in pool if c.held_out]
     candidates = held if unseen and held and rng.random() < 0.5 else [c for c in pool if not c.held_out]

@@ -84,6 +84,10 @@ class GameSet:
             games.append(game_file)
         return tuple(games)
 
+    def task_types(self, split: str) -> tuple[str, ...]:
+        """The task type of every game of ``split``, in task id order."""
+        return tuple(self.task_type(game_file) for game_file in self.files(split))
+
     @staticmethod
     def task_type(game_file: Path) -> str:
         with open(game_file.parent / "traj_data.json") as f:

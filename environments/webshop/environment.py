@@ -78,6 +78,10 @@ class WebShopEnvironment(Environment):
             raise ValueError(f"unknown webshop split {split!r}; valid: {', '.join(self.splits)}")
         return self.goals[split]
 
+    def split_task_types(self, split: str) -> tuple[str, ...]:
+        """The product category of every goal of ``split``, in task id order."""
+        return tuple(goal.category for goal in self._split(split))
+
     def goal(self, split: str, task_id: int) -> Goal:
         """The goal of task ``task_id`` in ``split``."""
         goals = self._split(split)

@@ -66,6 +66,14 @@ def _run_and_checkpoint(path: Path) -> tuple[Path, Path]:
     return path, checkpoint
 
 
+def run_config(spec: str) -> ExperimentConfig | None:
+    """The config of the training run ``spec`` names (its directory or one of its checkpoints); None
+    when ``spec`` names no run."""
+    path = Path(spec)
+    run_dir = path.parent.parent if (path / MANIFEST).is_file() else path
+    return load_config(run_dir / "config.yaml") if (run_dir / "config.yaml").is_file() else None
+
+
 def load_agent(spec: str, *, seed: int = 0) -> ModelAgent:
     """The model named by ``spec`` as an ``AgentPolicy`` (see the module docstring)."""
     from gagpo_cli.train.featurised import load_policy

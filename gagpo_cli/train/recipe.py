@@ -469,19 +469,24 @@ def write_eval_record(run_dir: Path, iteration: int, evaluation: dict[str, Any])
 
 def evaluate_policy(cfg: ExperimentConfig, policy: Any, pool: Any, split: str) -> dict[str, Any]:
     """Evaluate the policy at the evaluation temperature on ``train.eval_episodes`` episodes of
-    ``split``, through ``gagpo_cli.evaluate`` (the episodes ``gagpo eval --seed <train.seed>`` plays)."""
-    from gagpo_cli.evaluate import derive_seed, run_episodes, summarize
+    ``split`` (the same tasks and seeds at every evaluation of a run: ``gagpo_cli.evaluate.evaluation_specs``);
+    ``gagpo eval --policy <run>`` replays the last one."""
+    from gagpo_cli.evaluate import evaluation_specs, run_episodes, summarize
     from gagpo_cli.train.agent import ModelAgent
 
     began = time.perf_counter()
     agent = ModelAgent.from_config(policy, cfg, name="training policy", seed=cfg.train.seed)
-    n_tasks = pool.num_tasks(split)
-    specs = [(split, i % n_tasks, derive_seed(cfg.train.seed, i)) for i in range(cfg.train.eval_episodes)]
-    episodes, env_steps, env_s = run_episodes(pool, agent, specs, batch_size=cfg.rollout.tasks_per_batch
-                                              * cfg.rollout.group_size, max_steps=cfg.train.eval_max_steps)
+    specs = evaluation_specs(pool, split, cfg.train.eval_episodes, cfg.train.seed)
+    episodes, env_steps, env_s = run_episodes(pool, agent, specs, batch_size=eval_batch_size(cfg),
+                                              max_steps=cfg.train.eval_max_steps)
     summary = summarize(episodes, env_steps, env_s, pool.environment_info.task_types)
     return {"env": pool.environment_info.name, "split": split, "seed": cfg.train.seed, **summary,
             "per_episode": [dataclasses.asdict(e) for e in episodes], "seconds": time.perf_counter() - began}
+
+
+def eval_batch_size(cfg: ExperimentConfig) -> int:
+    """Episodes an evaluation plays together: a training batch, N tasks x K rollouts."""
+    return cfg.rollout.tasks_per_batch * cfg.rollout.group_size
 
 
 # ---------------------------------------------------------------------------- command line
