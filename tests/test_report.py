@@ -83,8 +83,9 @@ def test_table2_rows_and_latex_bold_best(table_runs, tmp_path):
     assert any("GiGPO (w/o std)" in note for note in table.notes)  # left out of Table 2, said so
     latex = to_latex(table)
     assert "\\toprule" in latex and "\\bottomrule" in latex
-    assert "GAGPO & \\textbf{93.0 $\\pm$ 2.6}" in latex and "\\textbf{71.0" not in latex
-    assert "**93.0 ± 2.6**" in to_markdown(table)
+    # mean [95 % bootstrap interval]; (90, 94, 95): all-90 and all-95 resamples each have probability 1/27 > 2.5 %
+    assert "GAGPO & \\textbf{93.0 [90.0, 95.0]}" in latex and "\\textbf{71.0" not in latex
+    assert "**93.0 [90.0, 95.0]**" in to_markdown(table)
 
 
 def test_paper_rows_are_separate_and_marked(table_runs, tmp_path):
@@ -123,7 +124,8 @@ def test_figures_are_pngs(table_runs, tmp_path):
     report_command([table_runs], 1, tmp_path / "out", figures=True)
     pngs = sorted((tmp_path / "out" / "figures").glob("*.png"))
     assert [p.name for p in pngs] == ["alfworld_Qwen2.5-1.5B-Instruct_adv_iqr.png",
-                                      "alfworld_Qwen2.5-1.5B-Instruct_train_success_rate.png"]
+                                      "alfworld_Qwen2.5-1.5B-Instruct_train_success_rate.png",
+                                      "table1_intervals.png"]
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
 
 

@@ -1,5 +1,8 @@
 """``gagpo report``: find runs, aggregate their final evaluations over seeds into a table (Table 1,
-Table 2 or a generic one), print it, write CSV / Markdown / LaTeX (and PNG figures) to ``--out``.
+Table 2 or a generic one) with interval estimates and comparisons against a reference row
+(``--baseline``; ``intervals.py``), print it, write CSV / Markdown / LaTeX (and PNG figures) to
+``--out``. A second table, ``<stem>_auc``, holds the area under each run's evaluation curve (mean of
+its evaluations after iteration 0, ``tables.area_under_curve``) where runs logged evaluations.
 
 A run with a corrupt ``eval.json`` is named in a warning and left out; the rest are still reported
 (nothing left: a ``UsageError``). Unfinished runs (no ``eval.json``) are counted in a note and feed
@@ -15,17 +18,36 @@ from rich.markup import escape
 
 from gagpo_cli.errors import UsageError
 from gagpo_cli.report.runs import load_runs
-from gagpo_cli.report.tables import ReportTable, generic_table, paper_table, published_rows
+from gagpo_cli.report.tables import (
+    ReportTable,
+    RunValue,
+    area_under_curve,
+    final_value,
+    generic_table,
+    paper_table,
+    published_rows,
+)
 from gagpo_cli.report.writers import print_table, write_all
 
 DEFAULT_OUT = Path("report")
 
 
-def build_table(runs: list, number: int | None, paper: bool) -> ReportTable:
-    """The table of the finished ``runs`` (Table ``number`` or generic), plus published rows."""
+def build_table(runs: list, number: int | None, paper: bool, baseline: str | None = None,
+                value: RunValue = final_value) -> ReportTable:
+    """The table of the finished ``runs`` (Table ``number`` or generic), plus published rows; rows are
+    compared with the row labelled ``baseline`` (default: GRPO in Table 1, GAGPO in Table 2, none in
+    a generic table); a name that is no measured row is a ``UsageError`` listing the rows."""
     if number not in (None, 1, 2):
         raise UsageError(f"--table must be 1 or 2 (or omitted for a generic table), got {number}")
-    table = paper_table(runs, number) if number else generic_table(runs)
+    table = paper_table(runs, number, value) if number else generic_table(runs, value)
+    if baseline is not None:
+        labels = table.measured_labels()
+        if baseline not in labels:
+            raise UsageError(f"--baseline {baseline!r} is not a row of the table; rows: {', '.join(labels)}")
+        table.baseline = baseline
+    elif number is None and len(table.rows) > 1:
+        table.notes.append("--baseline ROW compares every row with ROW (probability of improvement, paired "
+                           "differences where seeds are shared)")
     if paper:
         if number is None:
             table.notes.append("--paper adds published rows to --table 1 and --table 2 only")
@@ -33,8 +55,22 @@ def build_table(runs: list, number: int | None, paper: bool) -> ReportTable:
     return table
 
 
+def auc_table(runs: list, number: int | None, baseline: str | None) -> ReportTable | None:
+    """The same table over the area under each run's evaluation curve; None when no run has an
+    evaluation after iteration 0."""
+    if not any(it >= 1 for run in runs for it, _ in run.evaluations()):
+        return None
+    table = build_table(runs, number, False, baseline, area_under_curve)
+    table.title = (f"{table.title.split(':')[0] if number else 'Evaluation'}: area under the evaluation "
+                   "curve (%; mean of each run's evaluations at iterations >= 1, the iteration-0 baseline "
+                   "left out)")
+    table.notes = [n for n in table.notes if not n.startswith("--baseline")]
+    return table
+
+
 def report_command(paths: list[Path], number: int | None = None, out: Path | None = None, paper: bool = False,
-                   figures: bool = False, console: Console | None = None) -> ReportTable:
+                   figures: bool = False, console: Console | None = None,
+                   baseline: str | None = None) -> ReportTable:
     """What ``gagpo report`` does; returns the table."""
     console = console or Console()
     err = Console(stderr=True)
@@ -45,16 +81,27 @@ def report_command(paths: list[Path], number: int | None = None, out: Path | Non
     if not finished:
         problem = "every run was skipped" if warnings and not runs else "no run has finished (no eval.json)"
         raise UsageError(f"nothing to report in {', '.join(str(p) for p in paths)}: {problem}")
-    table = build_table(finished, number, paper)
+    table = build_table(finished, number, paper, baseline)
     if len(finished) < len(runs):
         table.notes.append(f"{len(runs) - len(finished)} unfinished run(s) without eval.json left out")
+    auc = auc_table(finished, number, baseline)
+    if auc is None:
+        table.notes.append("no evaluation curves (evals/iter_*.json after iteration 0; train.eval_every > 0 "
+                           "writes them): no area-under-the-curve table")
     print_table(table, console)
+    if auc is not None:
+        print_table(auc, console)
     out = Path(out) if out is not None else DEFAULT_OUT
     stem = f"table{number}" if number else "results"
     written = write_all(table, out, stem)
+    if auc is not None:
+        written += write_all(auc, out, f"{stem}_auc")
     if figures:
-        from gagpo_cli.report.figures import write_figures
+        from gagpo_cli.report.figures import write_figures, write_interval_figures
 
+        written += write_interval_figures(table, out / "figures", stem)
+        if auc is not None:
+            written += write_interval_figures(auc, out / "figures", f"{stem}_auc")
         written += write_figures(runs, out / "figures")
     console.print(f"wrote {len(written)} file(s) to {out}: " + ", ".join(p.name for p in written[:3])
                   + (", ..." if len(written) > 3 else ""), highlight=False)

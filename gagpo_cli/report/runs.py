@@ -27,6 +27,7 @@ class RunRecord:
     config: dict[str, Any]
     evaluation: dict[str, Any] | None
     metrics: list[dict[str, Any]] | None = field(default=None, repr=False)  # read on demand
+    curve: list[tuple[int, dict[str, Any]]] | None = field(default=None, repr=False)  # read on demand
 
     @property
     def seed(self) -> int:
@@ -44,6 +45,21 @@ class RunRecord:
                     except ValueError:
                         continue
         return self.metrics
+
+    def evaluations(self) -> list[tuple[int, dict[str, Any]]]:
+        """(iteration, evaluation) from ``evals/iter_*.json``, by iteration (the trainer writes one per
+        ``train.eval_every`` iterations and the iteration-0 baseline); unreadable files are skipped."""
+        if self.curve is None:
+            self.curve = []
+            for path in sorted((self.path / "evals").glob("iter_*.json")):
+                try:
+                    data = read_evaluation(path)
+                    iteration = int(data.get("iteration", path.stem.removeprefix("iter_")))
+                except ValueError:
+                    continue
+                self.curve.append((iteration, data))
+            self.curve.sort(key=lambda pair: pair[0])
+        return self.curve
 
 
 def find_run_dirs(paths: list[Path]) -> list[Path]:

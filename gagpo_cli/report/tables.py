@@ -1,13 +1,16 @@
 """The report's tables: Table 1 (methods x ALFWorld per type + WebShop, one block per model), Table 2
 (GAGPO and its ablations x ALFWorld All, WebShop score and success, per model) and a generic table
-over whatever settings varied. Cells aggregate the final ``eval.json`` over seeds (``Stat``).
-Published rows (``--paper``) are kept in their own blocks, marked ``published``.
+over whatever settings varied. Cells aggregate one number per run over seeds (``Stat``): the final
+``eval.json`` by default, or any other per-run value (``area_under_curve``); each measured row keeps
+its per-seed scores for the interval estimates (``intervals.py``). Published rows (``--paper``) are
+kept in their own blocks, marked ``published``.
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -54,17 +57,39 @@ TABLE1_COLUMNS = [*(Column(f"ALFWorld {t.capitalize() if t != 'pick2' else 'Pick
 TABLE2_COLUMNS = [ALF_ALL, WS_SCORE, WS_SUCC]
 TABLE2_METHODS = {label for name, label in METHOD_LABELS.items() if name.startswith("gagpo")}
 FEWER_SEEDS = "†"
+# the aggregate over environments (rliable's tasks): one success rate per environment
+TABLE_TASKS = [ALF_ALL.header, WS_SUCC.header]
+DEFAULT_BASELINES = {1: "GRPO", 2: "GAGPO"}  # the paper's comparisons: GAGPO vs GRPO; ablations vs GAGPO
+
+RunValue = Callable[[RunRecord, Column], "float | None"]
+
+
+def final_value(run: RunRecord, column: Column) -> float | None:
+    """The column's number in the run's final ``eval.json``."""
+    return metric_value(run.evaluation or {}, column.path)
+
+
+def area_under_curve(run: RunRecord, column: Column) -> float | None:
+    """The mean of the column's number over the run's evaluations at iterations >= 1
+    (``evals/iter_*.json``): the area under the evaluation curve per evaluation. The iteration-0
+    baseline (the model before training, the same for every method) is left out, so the number is
+    what training produced; None when the run has no evaluation after iteration 0."""
+    values = [metric_value(e, column.path) for it, e in run.evaluations() if it >= 1]
+    values = [v for v in values if v is not None]
+    return float(sum(values) / len(values)) if values else None
 
 
 @dataclass
 class Row:
-    """One table row: its block (model), label (method and variant), kind and a ``Stat`` per column."""
+    """One table row: its block (model), label (method and variant), kind, a ``Stat`` per column and,
+    for measured rows, the (seed, value) of every run per column."""
 
     block: str
     label: str
     kind: str  # measured | published
     stats: dict[str, Stat]
     source: str = ""
+    scores: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -76,6 +101,12 @@ class ReportTable:
     rows: list[Row]
     notes: list[str] = field(default_factory=list)
     row_header: str = "method"
+    tasks: list[str] = field(default_factory=list)  # column headers pooled by the stratified aggregate
+    baseline: str | None = None  # label of the reference row each block's rows are compared with
+    analysis: Any = field(default=None, repr=False)  # intervals.Analysis, computed on first use
+
+    def measured_labels(self) -> list[str]:
+        return list(dict.fromkeys(r.label for r in self.rows if r.kind == "measured"))
 
     @property
     def max_n(self) -> int:
@@ -104,7 +135,18 @@ def _order(label: str) -> tuple[int, str]:
     return (METHOD_ORDER.index(method) if method in METHOD_ORDER else len(METHOD_ORDER), label)
 
 
-def paper_table(runs: list[RunRecord], number: int) -> ReportTable:
+def measured_row(block: str, label: str, columns: list[Column], members: dict[str, list[RunRecord]],
+                 value: RunValue) -> Row:
+    """A measured row from the runs filling each column (``members[column.header]``)."""
+    scores: dict[str, list[tuple[int, float]]] = {}
+    for column in columns:
+        pairs = [(run.seed, value(run, column)) for run in members.get(column.header, [])]
+        scores[column.header] = [(seed, v) for seed, v in pairs if v is not None and math.isfinite(v)]
+    stats = {header: Stat.of(v for _, v in pairs) for header, pairs in scores.items()}
+    return Row(block, label, "measured", stats, scores=scores)
+
+
+def paper_table(runs: list[RunRecord], number: int, value: RunValue = final_value) -> ReportTable:
     """Table 1 or 2 from finished runs (``evaluation`` set); runs that do not fit are noted."""
     columns = TABLE1_COLUMNS if number == 1 else TABLE2_COLUMNS
     envs = {c.env for c in columns}
@@ -122,22 +164,21 @@ def paper_table(runs: list[RunRecord], number: int) -> ReportTable:
         raise UsageError(f"no finished runs fit Table {number} (runs of ALFWorld or WebShop"
                          f"{' with GAGPO or its ablations' if number == 2 else ''})")
     keys = variant_keys(fitting)
-    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[tuple[str, str, str], list[RunRecord]] = defaultdict(list)
     for run in fitting:
         variant = variant_of(run, keys)
         label = method_label(run.config) + (f" [{variant}]" if variant else "")
-        groups[(model_label(run.config), label, env_name(run.config))].append(run.evaluation or {})
+        groups[(model_label(run.config), label, env_name(run.config))].append(run)
     rows = []
     for model, label in sorted({(m, lab) for m, lab, _ in groups}, key=lambda ml: (ml[0], _order(ml[1]))):
-        stats = {c.header: Stat.of(metric_value(e, c.path) for e in groups.get((model, label, c.env), []))
-                 for c in columns}
-        rows.append(Row(model, label, "measured", stats))
+        members = {c.header: groups.get((model, label, c.env), []) for c in columns}
+        rows.append(measured_row(model, label, columns, members, value))
     title = ("Table 1: success (%) per ALFWorld task type and overall, WebShop score and success (%)" if number == 1
              else "Table 2: GAGPO and its ablations, ALFWorld success, WebShop score and success (%)")
-    return ReportTable(title, columns, rows, notes)
+    return ReportTable(title, columns, rows, notes, tasks=TABLE_TASKS, baseline=DEFAULT_BASELINES[number])
 
 
-def generic_table(runs: list[RunRecord]) -> ReportTable:
+def generic_table(runs: list[RunRecord], value: RunValue = final_value) -> ReportTable:
     """Rows = the combinations of the settings that varied between runs; columns = success, score and
     the success per task type."""
     keys = varied_keys(runs)
@@ -147,16 +188,15 @@ def generic_table(runs: list[RunRecord]) -> ReportTable:
     columns = [Column("Success", None, ("success_rate",)), Column("Score", None, ("score",))]
     if len(types) > 1:
         columns += [Column(t, None, ("per_type", t)) for t in types]
-    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[str, list[RunRecord]] = defaultdict(list)
     for run in runs:
         flat = flatten(run.config)
         label = ", ".join(f"{short_key(k)}={format_setting(flat.get(k))}" for k in keys) or "all runs"
-        groups[label].append(run.evaluation or {})
-    rows = [Row("", label, "measured", {c.header: Stat.of(metric_value(e, c.path) for e in evals) for c in columns})
-            for label, evals in groups.items()]
-    title = "Final evaluation (%), mean ± std over seeds" + (f", by {', '.join(short_key(k) for k in keys)}"
-                                                            if keys else "")
-    return ReportTable(title, columns, rows, row_header="settings")
+        groups[label].append(run)
+    rows = [measured_row("", label, columns, {c.header: members for c in columns}, value)
+            for label, members in groups.items()]
+    title = "Final evaluation (%) over seeds" + (f", by {', '.join(map(short_key, keys))}" if keys else "")
+    return ReportTable(title, columns, rows, row_header="settings", tasks=types if len(types) > 1 else [])
 
 
 # ---------------------------------------------------------------------------- published rows
