@@ -3,10 +3,17 @@ runs that are not done with a launcher, then print the status table.
 
 Re-running the same command skips done runs, resumes unfinished ones and retries failed ones; a
 failed run is reported with its log and does not stop the others. Exit code 1 when a run failed.
+A run in the folder that was trained with other settings (another ``--set``, a changed base file)
+is never skipped or resumed: the command refuses before anything starts (``verify.py``), and
+``sweep.json`` is written only after that check. More ``train.iterations`` continue finished runs.
+
+Threads: ``--jobs N`` gives each run at most floor(cores / N) threads (Ray: ``--cpus-per-cell``); a
+cell's ``train.threads`` above that share is lowered to it, with one line saying so.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,9 +24,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from gagpo_cli.errors import UsageError
-from gagpo_cli.sweep.process import INTERRUPTED
+from gagpo_cli.sweep.process import INTERRUPTED, threads_per_job
 from gagpo_cli.sweep.spec import SWEEP_FILE, Run, Sweep, build_sweep
-from gagpo_cli.sweep.status import LOG_FILE, RunState, run_state
+from gagpo_cli.sweep.status import LOG_FILE, RunState
+from gagpo_cli.sweep.verify import check_run_settings
+from gagpo_cli.threads import available_cores
 from gagpo_cli.train.records import progress_bar
 from gagpo_core.atomic import atomic_write_json
 
@@ -58,22 +67,58 @@ def status_table(sweep: Sweep, states: dict[Run, RunState]) -> Table:
     return table
 
 
-def run_sweep(sweep: Sweep, *, launcher: str = "local", jobs: int = 1, address: str | None = None,
-              cpus_per_cell: float = 1.0, gpus_per_cell: float = 0.0, console: Console | None = None,
-              ) -> dict[Run, RunState]:
-    """Write ``sweep.json`` and run every run that is not done or running; returns the final states."""
-    console = console or Console()
+def check_launch_options(launcher: str, jobs: int, address: str | None, cpus_per_cell: float,
+                         gpus_per_cell: float) -> None:
+    """One-line ``UsageError`` for launcher options no launch could use (checked before anything else)."""
     if launcher not in LAUNCHERS:
         raise UsageError(f"unknown launcher '{launcher}'; valid: {', '.join(LAUNCHERS)}")
     if jobs < 1:
-        raise UsageError(f"--jobs must be at least 1, got {jobs}")
-    sweep.root.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(sweep.root / SWEEP_FILE, sweep.to_dict())
-    states = {run: run_state(run.run_dir) for run in sweep.runs}
+        raise UsageError(f"--jobs is the number of runs at once: a whole number >= 1, got {jobs}")
+    if launcher == "local" and address is not None:
+        raise UsageError("--address names a Ray cluster; add --launcher ray (the local launcher runs on this machine)")
+    if launcher == "ray" and jobs != 1:
+        raise UsageError("--jobs is for --launcher local; with Ray, --cpus-per-cell and --gpus-per-cell decide "
+                         "how many runs share the cluster")
+    if not (math.isfinite(cpus_per_cell) and cpus_per_cell > 0):
+        raise UsageError(f"--cpus-per-cell must be a number > 0, got {cpus_per_cell}")
+    if not (math.isfinite(gpus_per_cell) and gpus_per_cell >= 0):
+        raise UsageError(f"--gpus-per-cell must be a number >= 0, got {gpus_per_cell}")
+
+
+def _thread_share(launcher: str, jobs: int, runs: int, cpus_per_cell: float) -> tuple[int, str]:
+    """Threads each run may use, and why: the local launcher splits the cores between the runs at once."""
+    if launcher == "ray":
+        return max(1, int(cpus_per_cell)), f"--cpus-per-cell {cpus_per_cell:g}"
+    width = max(1, min(jobs, runs))
+    return threads_per_job(width), f"{width} runs at once on {available_cores()} cores"
+
+
+def run_sweep(sweep: Sweep, *, launcher: str = "local", jobs: int = 1, address: str | None = None,
+              cpus_per_cell: float = 1.0, gpus_per_cell: float = 0.0, console: Console | None = None,
+              ) -> dict[Run, RunState]:
+    """Check the runs already in the sweep's folder (``verify.check_run_settings``), then write
+    ``sweep.json`` and run every run that is not done or running; returns the final states."""
+    console = console or Console()
+    check_launch_options(launcher, jobs, address, cpus_per_cell, gpus_per_cell)
+    continuing = check_run_settings(sweep)  # refuses before sweep.json or any run is touched
+    try:
+        sweep.root.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(sweep.root / SWEEP_FILE, sweep.to_dict())
+    except OSError as exc:
+        raise UsageError(f"cannot write the sweep folder {sweep.root}: {exc.strerror or exc}") from None
+    states = {run: run.state() for run in sweep.runs}
     todo = [run for run in sweep.runs if states[run].state in ("pending", "failed")]
     skipped = Counter(states[r].state for r in sweep.runs if r not in todo)
     console.print(f"sweep {sweep.name}: {len(sweep.runs)} runs, {skipped['done']} done (skipped), "
                   f"{skipped['running']} running elsewhere, {len(todo)} to run ({launcher})", highlight=False)
+    if continuing:
+        console.print(f"{len(continuing)} of them continue from their checkpoints to the cell's train.iterations "
+                      f"(recorded: {', '.join(map(str, sorted(set(continuing.values()))))})", highlight=False)
+    share, why = _thread_share(launcher, jobs, len(todo), cpus_per_cell)
+    lowered = sorted({r.config.train.threads for r in todo if (r.config.train.threads or 0) > share})
+    if lowered:
+        console.print(f"train.threads {', '.join(map(str, lowered))} lowered to {share} per run ({why})",
+                      highlight=False)
     base = f"`gagpo train {Path(sweep.base).stem}`" if sweep.base else "`gagpo train` (the paper's budget)"
     console.print(f"each run is {base} with its cell's settings; its output and time estimate "
                   f"go to {sweep.root}/<cell>/s<seed>/{LOG_FILE} (on a CPU, sweep a lab experiment: "
@@ -97,29 +142,35 @@ def run_sweep(sweep: Sweep, *, launcher: str = "local", jobs: int = 1, address: 
             from gagpo_cli.sweep.local import run_local
 
             run_local(todo, jobs, on_done)
-    return {run: run_state(run.run_dir) for run in sweep.runs}
+    return {run: run.state() for run in sweep.runs}
 
 
 def ablate_command(spec: str | None, grid: Sequence[str], preset: str | None, seeds: int | None,
                    sets: Sequence[str], flags: dict[str, Any], *, jobs: int = 1, launcher: str = "local",
                    address: str | None = None, cpus_per_cell: float = 1.0, gpus_per_cell: float = 0.0,
                    dry_run: bool = False, status: bool = False, name: str | None = None) -> int:
-    """What ``gagpo ablate`` does; returns the exit code (1 when a run failed, 130 when interrupted)."""
+    """What ``gagpo ablate`` does; returns the exit code (1 when a run failed, 130 when interrupted).
+
+    ``--dry-run`` shows the plan and reads no run folder; ``--status`` and a launch first check that
+    the runs already in the folder were trained with their cells' settings (``verify``).
+    """
     if dry_run and status:
         raise UsageError("give --dry-run or --status, not both")
+    check_launch_options(launcher, jobs, address, cpus_per_cell, gpus_per_cell)
     sweep = build_sweep(spec, grid, preset, seeds, sets, flags, name)
     console = Console()
     if dry_run:
         console.print(dry_run_table(sweep))
         return 0
     if status:
-        console.print(status_table(sweep, {run: run_state(run.run_dir) for run in sweep.runs}))
+        check_run_settings(sweep)
+        console.print(status_table(sweep, {run: run.state() for run in sweep.runs}))
         return 0
     try:
         states = run_sweep(sweep, launcher=launcher, jobs=jobs, address=address, cpus_per_cell=cpus_per_cell,
                            gpus_per_cell=gpus_per_cell, console=console)
     except KeyboardInterrupt:
-        console.print(status_table(sweep, {run: run_state(run.run_dir) for run in sweep.runs}))
+        console.print(status_table(sweep, {run: run.state() for run in sweep.runs}))
         console.print("[yellow]interrupted[/yellow]: running runs saved a checkpoint; the same command resumes them",
                       highlight=False)
         return INTERRUPTED

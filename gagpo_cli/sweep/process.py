@@ -2,8 +2,9 @@
 
 The child's stdout and stderr are appended to ``<run_dir>/train.log``. It resumes from its newest
 checkpoint when one exists (``--resume``); a run killed before its first checkpoint starts over
-(its partial ``metrics.jsonl`` is dropped). ``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` give it
-``threads`` threads. On Linux the child is killed when the process that started it dies, so a
+(its partial ``metrics.jsonl`` and evaluations are dropped). The launcher's thread share is an upper
+bound (``run_threads``): ``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` give the child that many threads, a
+cell's ``train.threads`` below it is kept and one above it is lowered to it (``--threads``). On Linux the child is killed when the process that started it dies, so a
 killed sweep leaves no orphan writing into a run directory that the next sweep resumes.
 """
 
@@ -19,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from gagpo_cli.sweep.spec import Run
-from gagpo_cli.sweep.status import LOG_FILE, RunState, can_resume, last_line, run_state, write_status
+from gagpo_cli.sweep.status import LOG_FILE, RunState, can_resume, last_line, write_status
 from gagpo_cli.threads import available_cores
 from gagpo_cli.train.records import METRICS_FILE
 
@@ -29,6 +30,12 @@ INTERRUPTED = 130  # `gagpo train`'s exit code after Ctrl-C saved a checkpoint
 def threads_per_job(jobs: int, cores: int | None = None) -> int:
     """floor(cores / jobs), at least 1: N concurrent runs never oversubscribe the cores."""
     return max(1, (cores or available_cores()) // max(1, jobs))
+
+
+def run_threads(run: Run, share: int) -> int:
+    """Threads of ``run`` when the launcher gives each run ``share``: its ``train.threads``, at most ``share``."""
+    wanted = run.config.train.threads
+    return share if wanted is None else min(wanted, share)
 
 
 def _die_with_parent(parent: int):
@@ -44,20 +51,27 @@ def _die_with_parent(parent: int):
 
 def _fresh_start(run_dir: Path) -> None:
     """Drop what a run killed before its first complete checkpoint left (the trainer refuses a run
-    directory that holds records without a checkpoint to resume from)."""
+    directory that holds records without a checkpoint to resume from; a stale ``eval.json`` would
+    count the new attempt as done)."""
     (run_dir / METRICS_FILE).unlink(missing_ok=True)
+    (run_dir / "eval.json").unlink(missing_ok=True)
     shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+    shutil.rmtree(run_dir / "evals", ignore_errors=True)
 
 
 def start_run(run: Run, threads: int, *, launcher: str = "local", python: str | None = None,
               env: Mapping[str, str] | None = None) -> subprocess.Popen:
-    """Start the child for ``run`` (in its own session: a Ctrl-C reaches it only through the launcher)."""
+    """Start the child for ``run`` with at most ``threads`` threads (``run_threads``), in its own session:
+    a Ctrl-C reaches it only through the launcher."""
     run_dir = run.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     resume = can_resume(run_dir)
     if not resume:
         _fresh_start(run_dir)
     command = run.command(python) + (["--resume"] if resume else [])
+    if (run.config.train.threads or 0) > threads:
+        command += ["--threads", str(threads)]
+    threads = run_threads(run, threads)
     child_env = {**os.environ, **(env or {}), "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
                  "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
     with open(run_dir / LOG_FILE, "ab") as log:
@@ -79,7 +93,7 @@ def finish_run(run: Run, returncode: int) -> RunState:
     else:
         error = last_line(run.run_dir / LOG_FILE) or "no output"
         write_status(run.run_dir, "failed", returncode=returncode, error=error)
-    return run_state(run.run_dir)
+    return run.state()
 
 
 def execute(run: Run, threads: int, *, launcher: str = "local", python: str | None = None,

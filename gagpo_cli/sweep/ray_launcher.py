@@ -13,7 +13,7 @@ from typing import Any
 
 from gagpo_cli.errors import UsageError
 from gagpo_cli.sweep.spec import Run
-from gagpo_cli.sweep.status import RunState, run_state, write_status
+from gagpo_cli.sweep.status import RunState, write_status
 
 LOCAL_RAY_CPUS = 2  # a local instance stays small: it shares the machine with everything else
 
@@ -55,7 +55,7 @@ def run_ray(runs: Sequence[Run], on_done: Callable[[Run, RunState], None], *, ad
             except Exception as exc:  # the task itself died (node lost, worker crash): this run failed
                 error = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
                 write_status(run.run_dir, "failed", returncode=None, error=f"ray task: {error}")
-                state = run_state(run.run_dir)
+                state = run.state()
             on_done(run, state)
     finally:
         ray.shutdown()

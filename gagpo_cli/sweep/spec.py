@@ -48,6 +48,7 @@ from gagpo_cli.sweep.grid import (
     parse_grid,
 )
 from gagpo_cli.sweep.presets import preset_axes
+from gagpo_cli.sweep.status import RunState, run_state
 from gagpo_core import plugins
 
 SWEEPS_DIR = EXPERIMENTS_DIR / "sweeps"
@@ -63,16 +64,22 @@ def builtin_sweeps() -> dict[str, Path]:
 
 @dataclass(frozen=True)
 class Run:
-    """One seed of one cell: where it lives and the ``gagpo train`` arguments that make it."""
+    """One seed of one cell: where it lives, the ``gagpo train`` arguments that make it and the config
+    they resolve to (what its ``config.yaml`` must hold, up to ``config_match.RESULT_NEUTRAL``)."""
 
     cell: Cell
     seed: int
     run_dir: Path
     train_args: tuple[str, ...]  # after ``gagpo train``
+    config: ExperimentConfig = field(compare=False, repr=False)
 
     def command(self, python: str | None = None) -> list[str]:
         """The child process's argv (``python -m gagpo_cli.app train ...``)."""
         return [python or sys.executable, "-m", "gagpo_cli.app", "train", *self.train_args]
+
+    def state(self) -> RunState:
+        """Its state, read from its folder (``status.run_state`` with the cell's ``train.iterations``)."""
+        return run_state(self.run_dir, self.config.train.iterations)
 
 
 @dataclass
@@ -89,7 +96,6 @@ class Sweep:
     root: Path  # <output_dir>/<name>
     cells: list[Cell] = field(default_factory=list)
     runs: list[Run] = field(default_factory=list)
-    iterations: dict[str, int] = field(default_factory=dict)  # cell name -> train.iterations
 
     def to_dict(self) -> dict[str, Any]:
         """What ``sweep.json`` holds."""
@@ -327,14 +333,20 @@ def build_sweep(spec: str | None = None, grid: Sequence[str] = (), preset: str |
         except UsageError as exc:
             raise UsageError(f"cell '{cell.name}': {exc}") from None
         _validate(cfg, cell)
-        sweep.iterations[cell.name] = cfg.train.iterations
-        args = [base] if base else []
-        for text in texts:
-            args += ["--set", text]
-        for flag, value in pass_flags.items():
-            option = f"--{flag.replace('_', '-')}"
-            args += ([f"--{'lora' if value else 'full'}"] if flag == "lora" else [option, str(value)])
         for seed in seed_list:
-            run_args = [*args, "--seed", str(seed), "--output-dir", str(root / cell.name), "--run-name", f"s{seed}"]
-            sweep.runs.append(Run(cell, seed, root / cell.name / f"s{seed}", tuple(run_args)))
+            run_flags = {**pass_flags, "seed": seed, "output_dir": str(root / cell.name), "run_name": f"s{seed}"}
+            run_cfg = config_from_cli(base, texts, run_flags)  # what the child resolves its arguments to
+            sweep.runs.append(Run(cell, seed, root / cell.name / f"s{seed}", _train_args(base, texts, run_flags),
+                                  run_cfg))
     return sweep
+
+
+def _train_args(base: str | None, texts: Sequence[str], flags: dict[str, Any]) -> tuple[str, ...]:
+    """``gagpo train`` arguments: the base experiment, ``--set`` texts, then the flags (``FLAG_FIELDS``)."""
+    args = [base] if base else []
+    for text in texts:
+        args += ["--set", text]
+    for flag, value in flags.items():
+        option = f"--{flag.replace('_', '-')}"
+        args += ([f"--{'lora' if value else 'full'}"] if flag == "lora" else [option, str(value)])
+    return tuple(args)

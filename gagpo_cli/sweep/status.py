@@ -1,6 +1,8 @@
 """The state of each run of a sweep, read from its run directory.
 
-- done: ``eval.json`` exists, or the launcher saw the trainer exit 0 (runs without a final evaluation);
+- done: ``eval.json`` of the run's last iteration exists, or the launcher saw the trainer exit 0 and
+  the newest checkpoint holds every iteration (runs without a final evaluation); a run whose cell now
+  asks for more iterations than it trained is pending (continued from its newest checkpoint);
 - running: ``sweep_status.json`` names a live process on this host (or a Ray task elsewhere);
 - failed: the last attempt exited non-zero; the error is the last line of its log;
 - pending: anything else (``resume from iteration N`` when a checkpoint exists).
@@ -19,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gagpo_cli.train.checkpoint import latest_checkpoint
+from gagpo_cli.train.checkpoint import checkpoint_iteration, latest_checkpoint
+from gagpo_cli.train.records import METRICS_FILE
 from gagpo_core.atomic import atomic_write_json
 
 STATUS_FILE = "sweep_status.json"
@@ -78,15 +81,39 @@ def last_line(log: Path) -> str:
     return lines[-1] if lines else ""
 
 
-def run_state(run_dir: Path) -> RunState:
-    """The state of the run in ``run_dir`` (module docstring)."""
+def completed_iterations(run_dir: Path) -> int:
+    """Iterations the run's newest checkpoint holds (0 without one)."""
+    checkpoint = latest_checkpoint(Path(run_dir))
+    return checkpoint_iteration(checkpoint) if checkpoint is not None else 0
+
+
+def holds_results(run_dir: Path) -> bool:
+    """The folder holds something a run computed: ``eval.json``, a checkpoint or a recorded iteration."""
+    run_dir = Path(run_dir)
+    metrics = run_dir / METRICS_FILE
+    return ((run_dir / "eval.json").is_file() or latest_checkpoint(run_dir) is not None
+            or (metrics.is_file() and metrics.stat().st_size > 0))
+
+
+def _evaluated_iteration(run_dir: Path) -> int | None:
+    """The iteration ``eval.json`` evaluated (None when unreadable)."""
+    try:
+        value = json.loads((run_dir / "eval.json").read_text(encoding="utf-8")).get("iteration")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) else None
+
+
+def run_state(run_dir: Path, iterations: int | None = None) -> RunState:
+    """The state of the run in ``run_dir`` (module docstring); ``iterations``: the run's planned total
+    (None: any finished run is done)."""
     run_dir = Path(run_dir)
     log = run_dir / LOG_FILE
-    if (run_dir / "eval.json").is_file():
+    if (run_dir / "eval.json").is_file() and (iterations is None or _evaluated_iteration(run_dir) == iterations):
         return RunState("done", "eval.json", log)
     status = read_status(run_dir)
     state = status.get("state")
-    if state == "done":
+    if state == "done" and (iterations is None or completed_iterations(run_dir) >= iterations):
         return RunState("done", "finished (no final evaluation)", log)
     if state == "running":
         here = status.get("host") == socket.gethostname()
