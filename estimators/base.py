@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from estimators.batch import StepBatch
+from estimators.batch import OPTIONAL_COLUMNS, StepBatch
 from estimators.diagnostics import advantage_stats
 from estimators.penalty import PENALTY_MODES
 from estimators.similarity import merge_similar_states
@@ -100,6 +100,12 @@ class Estimator:
     and ``similarity_threshold`` (in (0, 1]), defaults in ``grouping_defaults``; the base class merges
     the batch's state keys before ``evaluate``, so the estimator needs no code of its own. They live in
     ``state_grouping``, apart from ``options``; any other estimator ignores them with a warning.
+
+    ``requires`` names the optional ``StepBatch`` inputs the estimator reads (``OPTIONAL_COLUMNS``:
+    ``response_lengths``, ``entropies``, ``iteration``, ...); the trainer fills exactly those, and a
+    batch without one is refused with one ``ValueError`` line naming it. An instance may narrow it
+    when an option makes a column unnecessary. Metadata for ``gagpo list``: ``paper`` (short title of
+    the method's paper or source) and ``arxiv`` (its arXiv id, when it has one).
     """
 
     name: ClassVar[str] = ""
@@ -108,6 +114,9 @@ class Estimator:
     loss_agg: ClassVar[str] = "token-mean"
     needs_critic: ClassVar[bool] = False
     needs_groups: ClassVar[bool] = False
+    requires: ClassVar[tuple[str, ...]] = ()
+    paper: ClassVar[str] = ""
+    arxiv: ClassVar[str] = ""
     defaults: ClassVar[dict[str, Any]] = {}
     fixed: ClassVar[dict[str, Any]] = {}
     groups_states: ClassVar[bool] = False
@@ -121,6 +130,10 @@ class Estimator:
             )
         if cls.loss_agg not in LOSS_AGGS:
             raise TypeError(f"{cls.__name__}.loss_agg must be one of {LOSS_AGGS} (got {cls.loss_agg!r})")
+        unknown = [c for c in cls.requires if c not in OPTIONAL_COLUMNS]
+        if unknown:
+            raise TypeError(f"{cls.__name__}.requires names '{unknown[0]}', not an optional StepBatch input "
+                            f"({', '.join(OPTIONAL_COLUMNS)})")
 
     def __init__(self, **options: Any) -> None:
         grouping = {k: options.pop(k) for k in STATE_GROUPING_OPTIONS if k in options}
@@ -177,6 +190,10 @@ class Estimator:
                 f"estimator '{self.name}' needs critic values: "
                 "build the StepBatch with values=V_phi(s_t) per row"
             )
+        missing = [c for c in self.requires if getattr(batch, c) is None]
+        if missing:
+            raise ValueError(f"estimator '{self.name}' needs StepBatch.{missing[0]}, which this batch lacks "
+                             f"(build the StepBatch with {missing[0]}=...)")
         if "penalty" not in self.options and batch.penalties.any():
             batch = batch.with_penalties_in_rewards()  # an estimator without the option reads rewards only
         if self.state_grouping.get("grouping") == "similarity":  # near-identical keys become one state

@@ -70,6 +70,22 @@ def _flags(name: str, values: Any) -> np.ndarray:
     return arr
 
 
+def _nonnegative(name: str, arr: np.ndarray) -> np.ndarray:
+    if arr.ndim == 1 and (arr < 0).any():
+        row = int(np.flatnonzero(arr < 0)[0])
+        raise ValueError(f"{name} must be >= 0 (found {arr[row]} at row {row})")
+    return arr
+
+
+def _count(name: str, value: Any, minimum: int) -> int:
+    """One integer >= ``minimum`` for the whole batch (not a bool, not a float)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be one integer for the whole batch (got {value!r})")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum} (got {value})")
+    return int(value)
+
+
 def _strings(name: str, values: Any) -> np.ndarray:
     arr = (
         values.astype(object, copy=False)
@@ -79,6 +95,10 @@ def _strings(name: str, values: Any) -> np.ndarray:
     if arr.ndim == 1 and len(arr) and pd.api.types.infer_dtype(arr, skipna=False) != "string":
         raise ValueError(f"{name} must hold strings (the state text of each row)")
     return arr
+
+
+# Inputs only some estimators read (they list them in Estimator.requires); None when not given.
+OPTIONAL_COLUMNS = ("values", "response_lengths", "entropies", "iteration", "total_iterations")
 
 
 @dataclass(frozen=True, eq=False)
@@ -97,6 +117,14 @@ class StepBatch:
     rule, and what an estimator that ignores ``penalties`` should read. ``terminated`` is validated and
     kept for trainers and plugins: no built-in formula reads it, since SPEC 3 step 4 bootstraps 0
     after a trajectory's last row whether the episode ended or was cut by the step budget.
+
+    Optional inputs of particular estimators (``OPTIONAL_COLUMNS``; an estimator lists those it reads
+    in ``Estimator.requires`` and refuses a batch without them): ``response_lengths`` (non-negative
+    integers: the tokens of each step's response), ``entropies`` (finite numbers >= 0: the mean
+    token entropy of each step's response at the rollout temperature), and two integers for the
+    whole batch, not per row (one batch is collected by one policy): ``iteration`` (>= 0, the
+    training iteration the batch feeds, counted from 1; 0 = before any update) and
+    ``total_iterations`` (>= 1, the run's length, e.g. ``train.iterations``).
     """
 
     group_ids: np.ndarray
@@ -107,6 +135,10 @@ class StepBatch:
     state_keys: np.ndarray
     values: np.ndarray | None = None
     penalties: np.ndarray | None = None
+    response_lengths: np.ndarray | None = None
+    entropies: np.ndarray | None = None
+    iteration: int | None = None
+    total_iterations: int | None = None
     layout: TrajectoryLayout = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -122,6 +154,15 @@ class StepBatch:
             converted["values"] = _floats("values", self.values)
         if self.penalties is not None:
             converted["penalties"] = _floats("penalties", self.penalties)
+        if self.response_lengths is not None:
+            lengths = _integers("response_lengths", self.response_lengths)
+            converted["response_lengths"] = _nonnegative("response_lengths", lengths)
+        if self.entropies is not None:
+            converted["entropies"] = _nonnegative("entropies", _floats("entropies", self.entropies))
+        if self.iteration is not None:
+            object.__setattr__(self, "iteration", _count("iteration", self.iteration, 0))
+        if self.total_iterations is not None:
+            object.__setattr__(self, "total_iterations", _count("total_iterations", self.total_iterations, 1))
         n = len(converted["group_ids"]) if converted["group_ids"].ndim == 1 else -1
         for name, arr in converted.items():
             if arr.ndim != 1:

@@ -32,6 +32,8 @@ class GAGPO(Estimator):
 
     name: ClassVar[str] = "gagpo"
     description: ClassVar[str] = "GAGPO: GAE over a grouped, critic-free value proxy; group-normalised"
+    paper: ClassVar[str] = "Generalized Advantage Grouped Policy Optimization"
+    arxiv: ClassVar[str] = "2605.13217"
     ratio_mode: ClassVar[str] = "sequence"
     loss_agg: ClassVar[str] = "seq-mean-token-mean"
     needs_groups: ClassVar[bool] = True  # the value proxy averages returns over the K rollouts

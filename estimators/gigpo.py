@@ -30,6 +30,8 @@ class GiGPO(Estimator):
 
     name: ClassVar[str] = "gigpo"
     description: ClassVar[str] = "GiGPO: episode relative advantage + anchor-state step advantage"
+    paper: ClassVar[str] = "Group-in-Group Policy Optimization for LLM Agent Training"
+    arxiv: ClassVar[str] = "2505.10978"
     ratio_mode: ClassVar[str] = "token"
     loss_agg: ClassVar[str] = "token-mean"
     needs_groups: ClassVar[bool] = True  # episode and anchor groups come from the K rollouts

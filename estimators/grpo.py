@@ -56,6 +56,8 @@ class GRPO(Estimator):
 
     name: ClassVar[str] = "grpo"
     description: ClassVar[str] = "GRPO: trajectory score normalised within its rollout group"
+    paper: ClassVar[str] = "DeepSeekMath (GRPO)"
+    arxiv: ClassVar[str] = "2402.03300"
     ratio_mode: ClassVar[str] = "token"
     loss_agg: ClassVar[str] = "token-mean"
     needs_groups: ClassVar[bool] = True  # normalised within the K rollouts of a task

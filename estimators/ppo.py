@@ -32,6 +32,8 @@ class PPO(Estimator):
 
     name: ClassVar[str] = "ppo"
     description: ClassVar[str] = "PPO: GAE over a learned critic V_phi (needs batch.values)"
+    paper: ClassVar[str] = "Proximal Policy Optimization Algorithms (GAE: arXiv 1506.02438)"
+    arxiv: ClassVar[str] = "1707.06347"
     ratio_mode: ClassVar[str] = "token"
     loss_agg: ClassVar[str] = "token-mean"
     needs_critic: ClassVar[bool] = True

@@ -26,6 +26,8 @@ class RLOO(Estimator):
 
     name: ClassVar[str] = "rloo"
     description: ClassVar[str] = "RLOO: trajectory score minus the leave-one-out mean of its group"
+    paper: ClassVar[str] = "Back to Basics: REINFORCE-style optimization for RLHF (RLOO)"
+    arxiv: ClassVar[str] = "2402.14740"
     ratio_mode: ClassVar[str] = "token"
     loss_agg: ClassVar[str] = "token-mean"
     needs_groups: ClassVar[bool] = True  # the baseline is the other K - 1 rollouts

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from gagpo_cli.errors import UsageError
@@ -29,6 +31,30 @@ def _extra(obj: Any) -> str:
     return f"{ratio} ratio{f', {aggregation}' if aggregation else ''}{critic}"
 
 
+def _paper(obj: Any) -> str:
+    """The method's source (``arXiv ID: short title``), when the estimator declares it."""
+    arxiv, title = getattr(obj, "arxiv", ""), getattr(obj, "paper", "")
+    if arxiv:
+        return f"arXiv {arxiv}: {title}" if title else f"arXiv {arxiv}"
+    return str(title or "")
+
+
+def _defaults(obj: Any) -> str:
+    """The options an estimator uses by default (``fixed`` ones marked), and the batch inputs it needs."""
+    defaults = getattr(obj, "defaults", None)
+    if not isinstance(defaults, dict):
+        return ""
+    with contextlib.suppress(Exception):  # a plugin that cannot be built bare keeps its declared defaults
+        defaults = dict(obj().options)  # the options an instance resolves (a base class may add some)
+    fixed = getattr(obj, "fixed", {}) or {}
+    parts = [f"{k}={v}" for k, v in defaults.items() if k not in fixed]
+    parts += [f"{k}={v} (fixed)" for k, v in fixed.items()]
+    needs = getattr(obj, "requires", ())
+    if needs:
+        parts.append(f"needs {', '.join(needs)}")
+    return ", ".join(parts)
+
+
 def plugin_table(kind: str, console: Console) -> None:
     """Print one table for ``kind`` ('estimators' or 'environments') and a warning per broken plugin."""
     group = plugins.GROUPS[kind]
@@ -39,11 +65,15 @@ def plugin_table(kind: str, console: Console) -> None:
     table.add_column("what it is")
     if kind == "estimators":
         table.add_column("loss", no_wrap=True)
+        table.add_column("defaults")
     table.add_column("package", style="dim", no_wrap=True)
     for name, obj in loaded.items():
         row = [name, _summary(obj)]
         if kind == "estimators":
-            row.append(_extra(obj))
+            paper = _paper(obj)
+            if paper:
+                row[1] += f"\n[dim]{escape(paper)}[/dim]"
+            row += [_extra(obj), _defaults(obj)]
         row.append(packages.get(name, "?"))
         table.add_row(*row)
     console.print(table)

@@ -172,22 +172,29 @@ def _random_batch(rng: np.random.Generator, n_groups: int = 4, k: int = 5):
     return [list(c) for c in zip(*rows, strict=True)]
 
 
+def _optional_inputs(n: int) -> dict:
+    rng = np.random.default_rng(4)
+    return {"response_lengths": rng.integers(1, 60, n), "entropies": rng.random(n) * 2.0,
+            "iteration": 3, "total_iterations": 10}
+
+
 @pytest.mark.parametrize("name", sorted(available_estimators()))
 def test_reward_rule_is_the_penalty_folded_into_rewards_bit_for_bit(name):
     # `reward` (the default) with penalties apart gives exactly the numbers of the old rows, whose reward was
     # success_reward * won - invalid_penalty * malformed (the same float operations)
     g, tr, st, r, p, s, v = _random_batch(np.random.default_rng(3))
     values = v if get_estimator(name).needs_critic else None
+    inputs = _optional_inputs(len(g))  # what some estimators also read (Estimator.requires)
     apart = StepBatch(group_ids=g, traj_ids=tr, step_index=st, rewards=r, terminated=[False] * len(g),
-                      state_keys=s, values=values, penalties=p)
+                      state_keys=s, values=values, penalties=p, **inputs)
     folded = StepBatch(group_ids=g, traj_ids=tr, step_index=st, rewards=[a - b for a, b in zip(r, p, strict=True)],
-                       terminated=[False] * len(g), state_keys=s, values=values)
+                       terminated=[False] * len(g), state_keys=s, values=values, **inputs)
     for options in ({}, {"penalty": "reward"}):
         est = get_estimator(name, **options)
         assert np.array_equal(est.compute(apart), est.compute(folded))
     # and verl with no penalty at all is the reward rule
     none = StepBatch(group_ids=g, traj_ids=tr, step_index=st, rewards=r, terminated=[False] * len(g),
-                     state_keys=s, values=values)
+                     state_keys=s, values=values, **inputs)
     np.testing.assert_allclose(get_estimator(name, penalty="verl").compute(none), get_estimator(name).compute(none),
                                rtol=0, atol=1e-12)
 
