@@ -200,3 +200,21 @@ def test_declared_loss_and_options():
         GRAFT(continuation="walks")
     with pytest.raises(ValueError, match="tol"):
         GRAFT(tol=0.0)
+
+
+def test_graph_gae_is_computed_when_value_iteration_stops_unconverged():
+    # gamma = 1 on x -> x (fifty times) -> S: value iteration hits its cap with V(x) = v < 1; every k-hop
+    # set from x is x's own out-edges, whose mean TD difference is (1 - v) / 51
+    rows = rows_of([(0, "r", "x " * 51, [0] * 50 + [10], [0] * 51, True)])
+    batch = to_batch(rows)
+    out = get_estimator("graft", gamma=1.0, lam=1.0).estimate(batch)
+    assert out.diagnostics["graph/vi_unconverged"] == 1.0
+    graph = TrajectoryGraph.build(batch, np.array([True]))
+    sinks = np.zeros(graph.n_nodes)
+    sinks[graph.success_sink] = 1.0
+    v = value_iteration(graph, np.zeros(51), sinks, 1.0, 1e-8)[0][0]
+    raw = {("r", t): (50 - t) * (1 - v) / 51 for t in range(50)} | {("r", 50): 1 - v}
+    want = normalised(raw, [list(raw)])
+    got = by_step(rows, out.advantages)
+    for key, value in want.items():
+        assert got[key] == pytest.approx(value, abs=1e-6), key
