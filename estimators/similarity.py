@@ -62,9 +62,7 @@ def merge_similar_states(batch: StepBatch, threshold: float) -> StepBatch:
     for codes in np.split(by_group, bounds):
         if len(codes) < 2:
             continue
-        leader_of = similarity_leaders(
-            index.code_key[codes].tolist(), index.sizes[codes].tolist(), threshold
-        )
+        leader_of = similarity_leaders(index.code_key[codes].tolist(), index.sizes[codes].tolist(), threshold)
         leader[codes] = codes[leader_of]
     merged = batch.layout.to_rows(index.code_key[leader[index.codes]])
     return dataclasses.replace(batch, state_keys=merged)
