@@ -174,7 +174,7 @@ CASES = [
     ("eval-zero-episodes", ["eval", "--env", "alfworld", "--episodes", "0"], ["--episodes must be at least 1"], "in"),
     ("eval-negative-workers", ["eval", "--env", "alfworld", "--workers", "-1"], ["--workers"], "in"),
     ("eval-episodes-not-int", ["eval", "--env", "alfworld", "--episodes", "ten"], ["--episodes"], "in"),
-    ("eval-missing-env", ["eval"], ["Missing option '--env'"], "in"),
+    ("eval-missing-env", ["eval"], ["--env is required"], "in"),
     ("eval-policy-unknown", ["eval", "--env", "alfworld", "--policy", "expret"], ["expret", "expert"], "in"),
     ("train-env-option-unknown", ["train", *RUN[:4], "--env", "alfworld", "--set", "env.options.bogus=1",
                                   "--output-dir", "runs"], ["bogus"], "in"),
