@@ -299,7 +299,11 @@ class EnvPool:
     def evaluation_order(self, split: str) -> tuple[int, ...]:
         """The environment's order of evaluation tasks of ``split`` (``Environment.evaluation_order``)."""
         if split not in self._evaluation_orders:
-            self._evaluation_orders[split] = self._ask("evaluation_order", split, "ordering the tasks of")
+            order = self._ask("evaluation_order", split, "ordering the tasks of")
+            if sorted(order) != list(range(self.num_tasks(split))):
+                raise ValueError(f"environment {self._info.name}: evaluation_order('{split}') must list every task id "
+                                 f"0..{self.num_tasks(split) - 1} exactly once")
+            self._evaluation_orders[split] = order
         return self._evaluation_orders[split]
 
     def _ask(self, kind: str, split: str, doing: str) -> Any:

@@ -89,3 +89,14 @@ def test_an_environment_without_task_types_keeps_id_order(tmp_path):
         assert EnvPool.from_environment(env).evaluation_order("test") == tuple(range(env.num_tasks("test")))
         with EnvPool("corridor", workers=1) as remote:
             assert remote.evaluation_order("train") == tuple(range(env.num_tasks("train")))
+
+
+def test_an_order_that_is_not_every_task_once_is_a_clear_error(tmp_path):
+    with plugin_on_sys_path(tmp_path):
+
+        class Repeating(CorridorEnvironment):
+            def evaluation_order(self, split: str) -> tuple[int, ...]:
+                return (0, 0, *range(2, self.num_tasks(split)))
+
+        with pytest.raises(ValueError, match=r"evaluation_order\('test'\) must list every task id 0..11 exactly once"):
+            EnvPool.from_environment(Repeating()).evaluation_order("test")
