@@ -90,7 +90,9 @@ class RolloutConfig:
     reward: str = "success"  # success (SPEC 6) | score: success_reward x the raw final score (WebShop's own RL reward)
     invalid_penalty: float = 0.1  # SPEC 6: minus 0.1 on a malformed step
     action_mode: str = "generate"  # generate (the paper's: the model writes the action) | score (issue 10)
-    score_norm: str = "token"  # score mode: length normalisation of an action's log-likelihood (token|word|none)
+    # score mode: an action's log-likelihood (its tokens and the closing </action>) divided by the action's own
+    # token count (token, TWOSOME), its word count (word) or 1 (none)
+    score_norm: str = "token"
     list_actions: bool = True  # score mode: the LLM prompt lists the admissible actions
     engine: str = "auto"  # auto (vllm where installed and usable, else hf) | hf | vllm (gagpo_cli.train.engines)
     engine_options: dict[str, Any] = field(default_factory=dict)  # passed to the engine (vllm: LLM kwargs)
