@@ -65,8 +65,8 @@ def eval_command(
                                             "a run's own when --policy is a run directory.")] = None,
     policy: Annotated[str, typer.Option(help="expert, random, or a model (run directory / path).")] = "expert",
     episodes: Annotated[int | None, typer.Option(
-        help="Episodes, at most one per task, in the environment's evaluation order (round-robin over task "
-             "types) [default: 20, or the run's train.eval_episodes]")] = None,
+        help="Episodes, at most one per task, in the environment's evaluation order (task types interleaved) "
+             "[default: 20, or the run's train.eval_episodes]")] = None,
     split: Annotated[str | None, typer.Option(help="Task split (default: test, else the last one).")] = None,
     seed: Annotated[int | None, typer.Option(
         help="Seed of episodes and of the policy's sampling [default: 0, or the run's train.seed]")] = None,

@@ -1,14 +1,14 @@
 """``gagpo eval``: run a policy on N task instances of an environment, batched over an ``EnvPool``.
 
 Which episodes (``evaluation_specs``, shared with the trainer's evaluations): episode i plays the i-th
-task of the environment's evaluation order (``Environment.evaluation_order``: round-robin over the task
-types where the environment declares them, so the first N episodes cover every type) with seed
-``derive_seed(seed, i)``; at most one episode per task, so N >= the split's size plays every task
-exactly once. Episodes run in batches of ``batch_size`` slots; every live slot of a batch is stepped
+task of the environment's evaluation order (``Environment.evaluation_order``: the task types interleaved
+where the environment declares them, so the first episodes cover every type and any first N hold the
+types in about their shares of the split) with seed ``derive_seed(seed, i)``; at most one episode per
+task, so N >= the split's size plays every task exactly once. Episodes run in batches of ``batch_size`` slots; every live slot of a batch is stepped
 together, until it is done or has used the step budget (then it is a failure with score 0).
 
 A training run directory (or one of its checkpoints) as the policy replays the run's own evaluation
-(``replay_settings``): every setting not given is the run's, so the run's last evaluation (its
+(``eval_settings``): every setting not given is the run's, so the run's last evaluation (its
 ``eval.json``) comes out again, episode for episode.
 
 Reported numbers (SPEC section 6), all rates in percent:
