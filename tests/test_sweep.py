@@ -163,6 +163,15 @@ def test_dry_run_lists_the_cells_and_runs_nothing(tmp_path):
     (["--grid", "train.iterations=a,b"], "expects an integer"),
     (["--preset", "table9"], "unknown preset"),
     (["no-such-sweep"], "not found"),
+    (["--jobs", "0"], "--jobs is the number of runs at once: a whole number >= 1, got 0"),
+    (["--jobs", "-2"], "got -2"),
+    (["--launcher", "slurm"], "unknown launcher 'slurm'; valid: local, ray"),
+    (["--address", "10.0.0.1:6379"], "add --launcher ray"),
+    (["--launcher", "ray", "--cpus-per-cell", "0"], "--cpus-per-cell must be a number > 0"),
+    (["--launcher", "ray", "--jobs", "4"], "--jobs is for --launcher local"),
+    (["--grid", "seed=1,x"], "axis 'seed' takes whole numbers >= 0, got 'x'"),
+    (["--name", ""], "bad sweep name ''"),
+    (["--set", "train.threads=0"], "train.threads must be at least 1"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
     result = _cli("ablate", *args, "--output-dir", str(tmp_path), "--dry-run")

@@ -14,6 +14,7 @@ import pytest
 
 from gagpo_cli.config import write_resolved_config
 from gagpo_cli.errors import UsageError
+from gagpo_cli.sweep.process import threads_per_job
 from gagpo_cli.sweep.spec import build_sweep
 from gagpo_cli.sweep.verify import check_run_settings
 from gagpo_cli.train.recipe import config_from_cli
@@ -48,6 +49,7 @@ def test_a_rerun_with_another_setting_is_refused_before_any_run_starts(tmp_path)
     assert (tmp_path / "lr" / "sweep.json").read_text() == sweep_json  # still describes the runs it holds
     assert (run_dir / "eval.json").stat().st_mtime == eval_mtime
     assert (run_dir / "train.log").read_text().count("=== ") == 1  # nothing started
+    assert "optim.lr 0.02 -> 0.05" in _one_line_error(_ablate(*common, "--set", "optim.lr=0.05", "--status"))
 
     neutral = _ablate(*common, "--set", "train.save_every=7", "--set", "env.workers=0", "--wandb", "disabled")
     assert neutral.returncode == 0 and "1 done (skipped)" in neutral.stdout, neutral.stdout + neutral.stderr
@@ -108,3 +110,19 @@ def test_raised_iterations_continue_and_lower_ones_are_refused(tmp_path):
         check_run_settings(lower)
     shortened = _prepared(tmp_path / "u", ["train.iterations=2"], ["train.iterations=3"], "unfinished")
     assert check_run_settings(shortened) == {shortened.runs[0]: 3}  # at iteration 1 of 3: resumes up to 2
+
+
+def test_the_jobs_split_caps_a_cells_train_threads(tmp_path):
+    share = threads_per_job(2)  # two runs at once on this machine's cores
+    result = _ablate(*LAB, "--grid", "optim.lr=0.02,0.03", "--jobs", "2", "--set", f"train.threads={share + 1}",
+                     "--output-dir", str(tmp_path), "--name", "threads")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"train.threads {share + 1} lowered to {share} per run (2 runs at once on" in result.stdout
+    for cell in ("optim.lr=0.02", "optim.lr=0.03"):
+        run_dir = tmp_path / "threads" / cell / "s0"
+        assert json.loads((run_dir / "sweep_status.json").read_text())["state"] == "done"
+        assert f"--threads {share}" in (run_dir / "train.log").read_text()
+        assert f"threads: {share}\n" in (run_dir / "config.yaml").read_text()  # what the trainer used
+    again = _ablate(*LAB, "--grid", "optim.lr=0.02,0.03", "--jobs", "2", "--set", f"train.threads={share + 1}",
+                    "--output-dir", str(tmp_path), "--name", "threads")
+    assert again.returncode == 0 and "2 done (skipped)" in again.stdout, again.stdout + again.stderr

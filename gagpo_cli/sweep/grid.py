@@ -66,6 +66,12 @@ def _lora_value(text: str) -> bool:
     raise UsageError(f"--grid: axis 'lora' takes lora or full, got '{text}'")
 
 
+def _seed_value(text: str) -> int:
+    if not text.strip().isdigit():
+        raise UsageError(f"--grid: axis 'seed' takes whole numbers >= 0, got '{text}'")
+    return int(text)
+
+
 AXES: dict[str, NamedAxis] = {
     "lambda": NamedAxis("estimator.options.lam", lambda: [0, 0.5, 0.8, 0.95, 1]),
     "norm": NamedAxis("estimator.options.norm", lambda: ["group", "batch", "none"], read=str),
@@ -76,7 +82,7 @@ AXES: dict[str, NamedAxis] = {
                        label=lambda name: str(name).rstrip("/").rsplit("/", 1)[-1]),
     "lora": NamedAxis("model.lora", lambda: [True, False], read=_lora_value,
                       label=lambda on: "lora" if on else "full"),
-    "seed": NamedAxis("train.seed", lambda: [0, 1, 2], read=int),
+    "seed": NamedAxis("train.seed", lambda: [0, 1, 2], read=_seed_value),
 }
 SEED_AXIS = "seed"  # not a cell axis: its values are the seeds of every cell
 

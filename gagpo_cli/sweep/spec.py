@@ -49,6 +49,7 @@ from gagpo_cli.sweep.grid import (
 )
 from gagpo_cli.sweep.presets import preset_axes
 from gagpo_cli.sweep.status import RunState, run_state
+from gagpo_cli.threads import resolve_threads
 from gagpo_core import plugins
 
 SWEEPS_DIR = EXPERIMENTS_DIR / "sweeps"
@@ -163,6 +164,8 @@ def _seeds(value: Any, where: str) -> list[int]:
             raise UsageError(f"{where}: seeds must be at least 1, got {value}")
         return list(range(value))
     if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        if min(value) < 0:
+            raise UsageError(f"{where}: seeds are whole numbers >= 0, got {value}")
         if len(set(value)) != len(value):
             raise UsageError(f"{where}: a seed is listed twice: {value}")
         return list(value)
@@ -258,12 +261,15 @@ def _validate(cfg: ExperimentConfig, cell: Cell) -> None:
             raise ValueError(plugins.unknown_name_message("environment", cfg.env.name,
                                                           plugins.plugin_names(plugins.ENVIRONMENTS)))
         _check_settings(cfg)
+        resolve_threads(cfg.train.threads)
     except (UsageError, ValueError) as exc:
         raise UsageError(f"{where}: {exc}") from None
 
 
-def _sweep_name(data: dict[str, Any], base: str | None, preset: str | None, axes: list[Axis]) -> str:
-    if data.get("name"):
+def _sweep_name(data: dict[str, Any], where: str, base: str | None, preset: str | None, axes: list[Axis]) -> str:
+    if data.get("name") is not None:
+        if not isinstance(data["name"], (str, int)) or isinstance(data["name"], bool):
+            raise UsageError(f"{where}: 'name' is one folder name, got {data['name']!r}")
         return str(data["name"])
     parts = [Path(base).stem] if base else []
     parts += [preset] if preset else [a.name for a in axes]
@@ -320,7 +326,7 @@ def build_sweep(spec: str | None = None, grid: Sequence[str] = (), preset: str |
             raise UsageError(f"--{flag.replace('_', '-')} sets {FLAG_FIELDS[flag]}, which the axis "
                              f"'{axis_keys[FLAG_FIELDS[flag]]}' varies")
     base_cfg = config_from_cli(base, list(all_sets), flags)
-    sweep_name = name or _sweep_name(data, base, str(preset) if preset else None, axes)
+    sweep_name = name if name is not None else _sweep_name(data, where, base, str(preset) if preset else None, axes)
     if not sweep_name or "/" in sweep_name or sweep_name.startswith("."):
         raise UsageError(f"bad sweep name '{sweep_name}' (one folder name)")
     root = (Path(base_cfg.logging.output_dir) / sweep_name).resolve()
