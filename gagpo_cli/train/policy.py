@@ -442,6 +442,10 @@ class Policy:
         """Tokens of the action text encoded on its own (the ``token`` normalisation's divisor), at least 1."""
         return max(1, len(self.tokenizer(action, add_special_tokens=False)["input_ids"]))
 
+    def action_length(self, action: str) -> int:
+        """Tokens of an action text on its own, at least 1 (a score-mode step's response length)."""
+        return self._action_tokens(action)
+
     def score_tokens(self, inp: ScoreInput) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
         """(prompt ids, one id tuple per candidate) exactly as ``score_actions`` scores them."""
         return self._score_prompt_ids(self.score_prompt_text(inp)), [self._candidate_ids(a) for a in inp.candidates]

@@ -429,7 +429,10 @@ def _iteration(cfg: ExperimentConfig, iteration: int, policy: Any, pool: Any, es
         samples = [StepSample(prompt_ids=r.prompt_ids, response_ids=r.response_ids,
                               rollout_logprobs=r.rollout_logprobs) for r in rollout.rows]
     values = updater.values(samples) if estimator.needs_critic else None  # SPEC 5 ppo: V_phi(s_t)
-    estimate = estimator.estimate(rollout.step_batch(values))
+    if "entropies" in estimator.requires:  # generate mode: a no-grad pass at the rollout temperature
+        rollout.fill_entropies(lambda: updater.step_entropies(samples))
+    estimate = estimator.estimate(rollout.step_batch(values, estimator.requires, iteration=iteration,
+                                                     total_iterations=cfg.train.iterations))
     for i, sample in enumerate(samples):
         sample.advantage = float(estimate.advantages[i])  # every token of the action shares it (SPEC 2)
         if estimate.returns is not None:

@@ -55,6 +55,8 @@ class Decision:
     truncated: bool  # the response hit max_new_tokens
     score_fields: dict[str, Any] = field(default_factory=dict)  # score mode: StepRow's score_input, choice, old_logp
     logprobs: list[float] | None = None  # generate mode: each response token's log-prob as sampled
+    entropy: float | None = None  # score mode: entropy over the candidates (generate mode: filled later)
+    length: int | None = None  # score mode: the chosen action's length (generate mode: the response's tokens)
 
 
 def decide(
@@ -105,6 +107,8 @@ class StepRow:
     choice: int = -1  # score mode: index of the chosen candidate
     old_logp: float = 0.0  # score mode: log pi(choice | s) at the rollout temperature
     rollout_logprobs: list[float] | None = None  # generate mode: log pi_T of each response token as sampled
+    response_length: int = 0  # StepBatch.response_lengths: response tokens (score mode: Decision.length)
+    entropy: float | None = None  # StepBatch.entropies: mean token entropy at the rollout temperature
 
 
 @dataclass
@@ -117,10 +121,26 @@ class Rollout:
     generate_s: float = 0.0
     env_s: float = 0.0
 
-    def step_batch(self, values: np.ndarray | None = None) -> Any:
-        """The estimators' ``StepBatch`` of these rows (``values``: critic V(s_t) per row, ppo only)."""
+    def fill_entropies(self, compute: Callable[[], np.ndarray]) -> None:
+        """Give the rows without an entropy (generate mode) theirs from ``compute()`` (one per row)."""
+        if any(r.entropy is None for r in self.rows):
+            for row, value in zip(self.rows, compute(), strict=True):
+                if row.entropy is None:
+                    row.entropy = float(value)
+
+    def step_batch(self, values: np.ndarray | None = None, requires: Sequence[str] = (), *,
+                   iteration: int | None = None, total_iterations: int | None = None) -> Any:
+        """The estimators' ``StepBatch`` of these rows (``values``: critic V(s_t) per row, ppo only), with
+        the optional inputs named in ``requires`` (the estimator's ``Estimator.requires``) and no others."""
         from estimators import StepBatch
 
+        optional = {
+            "response_lengths": lambda: np.array([r.response_length for r in self.rows], dtype=np.int64),
+            "entropies": lambda: np.array([r.entropy for r in self.rows], dtype=np.float64),
+            "iteration": lambda: iteration,
+            "total_iterations": lambda: total_iterations,
+        }
+        inputs = {name: optional[name]() for name in requires if name in optional}
         return StepBatch(
             group_ids=np.array([r.group_id for r in self.rows], dtype=np.int64),
             traj_ids=np.array([r.traj_id for r in self.rows], dtype=np.int64),
@@ -130,6 +150,7 @@ class Rollout:
             state_keys=np.array([r.state_key for r in self.rows], dtype=object),
             values=values,
             penalties=np.array([r.penalty for r in self.rows], dtype=np.float64),  # the estimator's `penalty` rule
+            **inputs,
         )
 
     def metrics(self, prefix: str, task_types: tuple[str, ...] = ()) -> dict[str, float]:
@@ -219,7 +240,8 @@ def collect(
                     reward=success_reward * final_reward(step, reward), penalty=invalid_penalty * float(malformed),
                     terminated=step.done and not step.crashed,  # budget cut or engine crash: not an end (SPEC 2)
                     valid=step.valid and not malformed, malformed=malformed, truncated=d.truncated,
-                    rollout_logprobs=d.logprobs, **d.score_fields,
+                    rollout_logprobs=d.logprobs, entropy=d.entropy,
+                    response_length=len(d.response_ids) if d.length is None else d.length, **d.score_fields,
                 ))
                 views[i].advance(d.sent, step)
             live = [i for i in live if not results[i].done]
@@ -233,7 +255,8 @@ def _scored(d: ScoreDecision) -> Decision:
     to choose from."""
     action = None if d.score_input is None else d.sent
     return Decision([], [], action, d.sent, False,
-                    {"score_input": d.score_input, "choice": d.choice, "old_logp": d.old_logp})
+                    {"score_input": d.score_input, "choice": d.choice, "old_logp": d.old_logp},
+                    entropy=d.entropy, length=d.length)
 
 
 TRAINING_REWARDS = ("success", "score")  # rollout.reward

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from gagpo_cli.policies import SlotView
-from gagpo_cli.train.scoring import ScoreInput, check_norm, sample_all
+from gagpo_cli.train.scoring import ScoreInput, check_norm, entropy, log_probs, sample_all
 
 NO_ACTION = "(no admissible action)"
 
@@ -28,6 +28,8 @@ class ScoreDecision:
     choice: int  # index into score_input.candidates; -1 when there was none
     old_logp: float  # log pi(choice | s) at the sampling temperature when chosen (0.0 when none)
     sent: str  # what the environment receives
+    entropy: float = 0.0  # exact entropy of softmax(scores / T) over the candidates (0.0 when none)
+    length: int = 0  # the chosen action's length: policy.action_length, else its word count (0 when none)
 
 
 def score_input_of(env_name: str, view: SlotView, *, history: int, list_actions: bool = True) -> ScoreInput:
@@ -49,17 +51,21 @@ def decide_scores(policy: Any, env_name: str, views: Sequence[SlotView], *, hist
     inputs = {i: score_input_of(env_name, v, history=history, list_actions=list_actions)
               for i, v in enumerate(views) if v.admissible_actions}
     order = list(inputs)
-    chosen = {}
+    chosen, entropies = {}, {}
     if order:
         out = policy.score_actions([inputs[i] for i in order], norm=norm)
         chosen = dict(zip(order, sample_all(out.logits, temperature, generator), strict=True))
+        entropies = {i: float(entropy(log_probs(t.detach().float().cpu(), temperature)))
+                     for i, t in zip(order, out.logits, strict=True)}
+    length = getattr(policy, "action_length", lambda action: len(action.split()))  # no tokens: words
     decisions = []
     for i in range(len(views)):
         if i not in inputs:
             decisions.append(ScoreDecision(None, -1, 0.0, NO_ACTION))
             continue
         idx, logp = chosen[i]
-        decisions.append(ScoreDecision(inputs[i], idx, logp, inputs[i].candidates[idx]))
+        action = inputs[i].candidates[idx]
+        decisions.append(ScoreDecision(inputs[i], idx, logp, action, entropies[i], length(action)))
     return decisions
 
 
@@ -74,6 +80,11 @@ class ScoringEngine:
 
     def score_cost(self, inp: ScoreInput) -> int:
         return self.policy.score_cost(inp)
+
+    def action_length(self, action: str) -> int:
+        """The policy's length of an action (tokens for a language model), else its word count."""
+        length = getattr(self.policy, "action_length", None)
+        return length(action) if length is not None else len(action.split())
 
     def sync(self) -> None:
         """Nothing to copy: the policy scores with its current weights."""

@@ -219,6 +219,21 @@ class Updater(UpdaterState):
             out[group] = self.critic.head(hidden).double().cpu().numpy()
         return out
 
+    @torch.no_grad()
+    def step_entropies(self, samples: list[StepSample]) -> np.ndarray:
+        """Mean token entropy of each row's response under the current policy at the rollout temperature
+        (softmax(logits / T), exact over the vocabulary; the distribution the rollout sampled from, for
+        any engine); 0 for an empty response. One no-grad pass, micro-batched like the update."""
+        out = np.zeros(len(samples), dtype=np.float64)
+        rows = [i for i, s in enumerate(samples) if s.response_ids]
+        lengths = [len(samples[i].prompt_ids) + len(samples[i].response_ids) for i in rows]
+        for plan in plan_micro_batches(lengths, self.cfg.token_budget):
+            group = [rows[j] for j in plan]
+            batch = self._collate(samples, group)
+            entropy = self.policy.forward(batch, with_entropy=True, temperature=self.temperature).entropy
+            out[group] = (entropy.sum(-1) / batch.response_mask.sum(-1)).double().cpu().numpy()
+        return out
+
     # ------------------------------------------------------------------------------ the update
 
     def _collate(self, samples: list[StepSample], group: list[int]) -> MicroBatch:
