@@ -24,12 +24,16 @@ METHOD_LABELS = {
     "gagpo-lambda0": "GAGPO (lambda = 0)", "gagpo-mc": "GAGPO (Monte-Carlo advantage)",
     "gagpo-token-ratio": "GAGPO (token-level ratio)", "gagpo-broadcast": "GAGPO (+ trajectory advantage)",
     "gagpo-batch-norm": "GAGPO (batch normalisation)", "gagpo-no-norm": "GAGPO (no normalisation)",
+    "pgpo": "PGPO", "hgpo": "HGPO", "graft": "GRAFT", "planpo": "PlanPO", "g2po": "G2PO", "graphgpo": "GraphGPO",
+    "empg": "EMPG",
 }
+PEER_METHODS = ("pgpo", "hgpo", "graft", "planpo", "g2po", "graphgpo", "empg")
 GIGPO_LABELS = {"mean_std_norm": "GiGPO (w/ std)", "mean_norm": "GiGPO (w/o std)"}
-# Table 1 order (paper), then Table 2 order (SPEC 4)
+# Table 1 order (paper), then Table 2 order (SPEC 4), then the other methods the paper is compared with
 METHOD_ORDER = ["PPO", "RLOO", "GRPO", "GiGPO (w/ std)", "GiGPO (w/o std)", "GAGPO",
                 *(METHOD_LABELS[n] for n in ("gagpo-lambda0", "gagpo-mc", "gagpo-token-ratio", "gagpo-broadcast",
-                                             "gagpo-batch-norm", "gagpo-no-norm"))]
+                                             "gagpo-batch-norm", "gagpo-no-norm")),
+                *(METHOD_LABELS[n] for n in PEER_METHODS)]
 # settings that never make a variant: identity, bookkeeping, speed
 NOT_A_VARIANT = ("train.seed", "logging.", "name", "description", "env.workers", "model.device", "train.threads",
                  "train.save_every", "rollout.engine", "rollout.engine_options")

@@ -1,0 +1,165 @@
+"""``gagpo report``'s interval estimates on run directories this test writes: CSV interval, IQM and
+probability-of-improvement columns, ``--baseline`` (default and unknown name), paired comparisons
+where seeds are shared, "best" only where intervals separate, seeds needed, the area under the
+evaluation curve, the peer methods' labels, and the speed of a 10-seed x 20-row table."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_report import _report, _row, write_run
+
+from gagpo_cli.errors import UsageError
+from gagpo_cli.report import statistics as st
+from gagpo_cli.report.aggregate import METHOD_ORDER, method_label
+from gagpo_cli.report.command import report_command
+from gagpo_cli.report.intervals import analysis_of
+from gagpo_cli.report.runs import RunRecord
+from gagpo_cli.report.tables import paper_table
+from gagpo_cli.report.writers import to_markdown
+
+
+def _sweep(root, rows, env="webshop", curves=None):
+    """``rows``: estimator -> {seed: success}; score = success + 10; optional eval curves per run."""
+    for estimator, by_seed in rows.items():
+        for seed, success in by_seed.items():
+            run = write_run(root / estimator / f"s{seed}", estimator, env, success, success + 10, seed=seed)
+            for iteration, value in enumerate((curves or {}).get((estimator, seed), [])):
+                (run / "evals").mkdir(exist_ok=True)
+                (run / "evals" / f"iter_{iteration:06d}.json").write_text(json.dumps(
+                    {"iteration": iteration, "success_rate": value, "score": value + 10, "per_type": {}}))
+    return root
+
+
+def test_csv_has_interval_iqm_and_improvement_columns_with_paired_differences(tmp_path):
+    grpo = {0: 10.0, 1: 20.0, 2: 30.0, 3: 40.0, 4: 50.0}
+    gagpo = {seed: v + 3.0 + seed for seed, v in grpo.items()}  # per-seed differences 3 4 5 6 7
+    root = _sweep(tmp_path / "runs", {"grpo": grpo, "gagpo": gagpo})
+    report_command([root], 1, tmp_path / "out")
+    frame = pd.read_csv(tmp_path / "out" / "table1.csv")
+    row = _row(frame, "GAGPO")
+    assert row["reference"] == "GRPO"  # Table 1's default reference
+    values = np.array(list(gagpo.values()))
+    assert row["WebShop Succ. mean"] == pytest.approx(values.mean())
+    assert row["WebShop Succ. ci low"] < values.mean() < row["WebShop Succ. ci high"]
+    assert values.min() <= row["WebShop Succ. ci low"] and row["WebShop Succ. ci high"] <= values.max()
+    assert row["WebShop Succ. iqm"] == pytest.approx(np.mean(np.sort(values)[1:4]))  # n = 5: trim one each end
+    # P(GAGPO > GRPO): of 25 pairs, GAGPO's seed s beats GRPO's seeds <= s and the one above when 3 + s > 10
+    wins = sum(g > r for g in gagpo.values() for r in grpo.values())
+    assert row["WebShop Succ. P(>ref)"] == pytest.approx(wins / 25)
+    assert row["WebShop Succ. paired seeds"] == 5 and row["WebShop Succ. paired diff"] == pytest.approx(5.0)
+    assert row["WebShop Succ. paired diff low"] >= 3.0 and row["WebShop Succ. paired diff high"] <= 7.0
+    # the pairing settles what the unpaired probability of improvement leaves open
+    assert row["WebShop Succ. P(>ref) low"] < 0.5 < row["WebShop Succ. P(>ref) high"]
+    assert np.isnan(row["WebShop Succ. seeds needed"])
+    markdown = (tmp_path / "out" / "table1.md").read_text()
+    assert f"{values.mean():.1f} [" in markdown
+    assert "paired comparisons (shared train.seed values): GAGPO" in markdown
+    assert "paired Δ +5.0 [" in markdown and "over 5 seeds" in markdown
+
+
+def test_unpaired_when_seeds_differ_and_seeds_needed_when_unsettled(tmp_path):
+    root = _sweep(tmp_path / "runs", {"grpo": {0: 40.0, 1: 50.0, 2: 60.0},
+                                      "gagpo": {10: 44.0, 11: 52.0, 12: 63.0}})
+    report_command([root], 1, tmp_path / "out")
+    row = _row(pd.read_csv(tmp_path / "out" / "table1.csv"), "GAGPO")
+    assert row["WebShop Succ. paired seeds"] == 0 and np.isnan(row["WebShop Succ. paired diff"])
+    # difference 3, pooled sd 10 (both samples sd 10 and 9.5): d ~ 0.3, far beyond 3 seeds
+    x, y = np.array([44.0, 52.0, 63.0]), np.array([40.0, 50.0, 60.0])
+    assert row["WebShop Succ. seeds needed"] == st.seeds_needed(3.0, st.pooled_std(x, y)) > 100
+    markdown = (tmp_path / "out" / "table1.md").read_text()
+    assert "paired comparisons (shared train.seed values): none" in markdown
+    assert "WebShop Succ.: the leading rows GAGPO, GRPO are not separable at n = 3" in markdown
+    assert not pd.read_csv(tmp_path / "out" / "table1.csv")["WebShop Succ. best"].any()
+
+
+def test_best_is_bold_only_where_the_interval_separates_it(tmp_path):
+    root = _sweep(tmp_path / "runs", {"grpo": {0: 10.0, 1: 12.0, 2: 11.0}, "gagpo": {0: 80.0, 1: 82.0, 2: 81.0},
+                                      "rloo": {0: 9.0, 1: 13.0, 2: 12.0}})
+    report_command([root], 1, tmp_path / "out")
+    frame = pd.read_csv(tmp_path / "out" / "table1.csv")
+    assert list(frame["WebShop Succ. best"]) == [False, False, True]  # RLOO, GRPO, GAGPO (paper order)
+    assert "**81.0 [80.0, 82.0]**" in (tmp_path / "out" / "table1.md").read_text()
+
+
+def test_baseline_option_and_unknown_name(tmp_path):
+    root = _sweep(tmp_path / "runs", {"grpo": {0: 10.0, 1: 20.0}, "gagpo": {0: 15.0, 1: 30.0}})
+    table = report_command([root], 1, tmp_path / "out", baseline="GAGPO")
+    frame = pd.read_csv(tmp_path / "out" / "table1.csv")
+    assert set(frame["reference"]) == {"GAGPO"} and table.baseline == "GAGPO"
+    assert _row(frame, "GRPO")["WebShop Succ. P(>ref)"] == pytest.approx(0.25)  # 10 < 15, 10 < 30, 20 > 15
+    with pytest.raises(UsageError, match="rows: GRPO, GAGPO"):
+        report_command([root], 1, tmp_path / "out", baseline="PPO")
+    result = _report(root, "--table", "1", "--out", tmp_path / "out", "--baseline", "nope")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "rows: GRPO, GAGPO" in result.stderr
+
+
+def test_generic_table_compares_only_with_a_named_row(tmp_path):
+    root = tmp_path / "sweep"
+    for lam, rates in ((0.0, [40.0, 50.0, 45.0]), (1.0, [10.0, 30.0, 20.0])):
+        for seed, rate in enumerate(rates):
+            write_run(root / f"lambda={lam:g}" / f"s{seed}", "gagpo", "corridor", rate, rate, seed=seed,
+                      options={"lam": lam})
+    table = report_command([root], None, tmp_path / "out")
+    assert table.baseline is None and any("--baseline ROW" in n for n in table.notes)
+    report_command([root], None, tmp_path / "out", baseline="lam=0")
+    row = _row(pd.read_csv(tmp_path / "out" / "results.csv").rename(columns={"settings": "method"}), "lam=1")
+    assert row["Success paired seeds"] == 3 and row["Success paired diff"] == pytest.approx(-25.0)
+    assert row["Success P(>ref)"] == 0.0
+
+
+def test_area_under_the_evaluation_curve_leaves_out_iteration_0(tmp_path):
+    curves = {("grpo", 0): [5.0, 10.0, 20.0], ("grpo", 1): [5.0, 20.0, 30.0],
+              ("gagpo", 0): [5.0, 30.0, 40.0], ("gagpo", 1): [5.0, 40.0, 40.0]}
+    root = _sweep(tmp_path / "runs", {"grpo": {0: 20.0, 1: 30.0}, "gagpo": {0: 40.0, 1: 40.0}}, curves=curves)
+    report_command([root], 1, tmp_path / "out", figures=True)
+    frame = pd.read_csv(tmp_path / "out" / "table1_auc.csv")
+    assert _row(frame, "GRPO")["WebShop Succ. mean"] == pytest.approx((15.0 + 25.0) / 2)  # (10+20)/2, (20+30)/2
+    assert _row(frame, "GAGPO")["WebShop Succ. mean"] == pytest.approx((35.0 + 40.0) / 2)
+    assert _row(frame, "GAGPO")["WebShop Score mean"] == pytest.approx(47.5)
+    assert "area under the evaluation curve" in (tmp_path / "out" / "table1_auc.md").read_text()
+    figures = {p.name for p in (tmp_path / "out" / "figures").glob("*.png")}
+    assert {"table1_intervals.png", "table1_auc_intervals.png", "webshop_Qwen2.5-1.5B-Instruct_eval_curve_success_rate.png"} <= figures
+
+
+def test_peer_methods_have_labels_after_the_existing_rows():
+    labels = [method_label({"estimator": {"name": n}}) for n in
+              ("pgpo", "hgpo", "graft", "planpo", "g2po", "graphgpo", "empg")]
+    assert labels == ["PGPO", "HGPO", "GRAFT", "PlanPO", "G2PO", "GraphGPO", "EMPG"]
+    assert METHOD_ORDER[-7:] == labels and METHOD_ORDER.index("GAGPO (no normalisation)") < METHOD_ORDER.index("PGPO")
+
+
+def test_ten_seeds_by_twenty_rows_is_fast():
+    """Table 1 with 20 rows x 10 seeds on ALFWorld (7 columns) and WebShop (2): the vectorised
+    analysis against one plain-Python bootstrap loop of one cell, timed on the same (busy) machine."""
+    rng = np.random.default_rng(0)
+    runs = []
+    for variant in range(20):
+        for seed in range(10):
+            for env in ("alfworld", "webshop"):
+                config = {"estimator": {"name": "gagpo", "options": {"lam": variant / 20}}, "env": {"name": env},
+                          "model": {"name": "m"}, "train": {"seed": seed}}
+                rate = float(rng.uniform(0, 100))
+                per_type = {t: float(rng.uniform(0, 100)) for t in ("pick", "look", "clean", "heat", "cool", "pick2")}
+                runs.append(RunRecord(None, config, {"success_rate": rate, "score": rate, "per_type": per_type}))
+    table = paper_table(runs, 2)
+    table.baseline = table.rows[0].label
+    began = time.perf_counter()
+    analysis = analysis_of(table)  # computed once, then shown
+    to_markdown(table)
+    vectorised = time.perf_counter() - began
+    assert len(table.rows) == 20 and len(analysis.comparisons) == 19 * 4  # 3 columns + all tasks
+    values = np.array([v for _, v in table.rows[0].scores["ALFWorld All"]])
+    began = time.perf_counter()
+    loop_rng = np.random.default_rng(0)
+    replicates = [values[loop_rng.integers(0, 10, size=10)].mean() for _ in range(st.REPS)]
+    np.percentile(replicates, [2.5, 97.5])
+    one_loop = time.perf_counter() - began
+    bootstraps = 20 * 3 * 2 + 19 * 4 * 2 + 20 * 2  # cells (mean, IQM), comparisons (P, paired), over tasks
+    print(f"10 seeds x 20 rows: {vectorised:.2f} s; one plain loop of {st.REPS} replicates: {one_loop:.3f} s")
+    assert vectorised < bootstraps * one_loop / 10, (vectorised, one_loop)  # >= 10x faster per bootstrap
