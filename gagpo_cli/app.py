@@ -143,7 +143,8 @@ def ablate_command(
         "gamma, estimator, env, model, lora, seed, or any dotted config key."))] = None,
     preset: Annotated[str | None, typer.Option(help="table1 (methods x environments) or table2 (GAGPO ablations).")] = None,
     seeds: Annotated[int | None, typer.Option(help="Seeds per cell: 0..N-1 (default: the sweep file's, else 1).")] = None,
-    jobs: Annotated[int, typer.Option(help="Runs at once (local launcher); threads are split between them.")] = 1,
+    jobs: Annotated[int, typer.Option(help=(
+        "Runs at once (local launcher); each gets at most cores/N threads (a higher train.threads is lowered)."))] = 1,
     launcher: Annotated[str, typer.Option(help="local (child processes) or ray (Ray tasks).")] = "local",
     address: Annotated[str | None, typer.Option(help="Ray cluster address (default: a local Ray instance).")] = None,
     cpus_per_cell: Annotated[float, typer.Option(help="Ray: CPUs per run.")] = 1.0,
@@ -161,7 +162,10 @@ def ablate_command(
     action_mode: Annotated[str | None, typer.Option("--action-mode", help="generate | score.")] = None,
     sets: Annotated[list[str] | None, typer.Option("--set", help="KEY=VALUE override of every cell, repeatable.")] = None,
 ) -> None:
-    """Run a sweep: one `gagpo train` run per cell and seed in <output_dir>/<sweep>/<cell>/s<seed>/."""
+    """Run a sweep: one `gagpo train` run per cell and seed in <output_dir>/<sweep>/<cell>/s<seed>/.
+
+    Re-running skips done runs and resumes the rest; a run trained with other settings is refused.
+    """
     from gagpo_cli.sweep.ablate import ablate_command as run_ablate
 
     flags = {"estimator": estimator, "env": env, "model": model, "lora": lora, "iterations": iterations,

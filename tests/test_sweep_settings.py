@@ -5,6 +5,7 @@ iteration, two evaluation episodes: seconds each) and run folders written as ``g
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
@@ -12,6 +13,7 @@ import sys
 
 import pytest
 
+from environments.base import score_mode_env_options
 from gagpo_cli.config import write_resolved_config
 from gagpo_cli.errors import UsageError
 from gagpo_cli.sweep.process import threads_per_job
@@ -110,6 +112,20 @@ def test_raised_iterations_continue_and_lower_ones_are_refused(tmp_path):
         check_run_settings(lower)
     shortened = _prepared(tmp_path / "u", ["train.iterations=2"], ["train.iterations=3"], "unfinished")
     assert check_run_settings(shortened) == {shortened.runs[0]: 3}  # at iteration 1 of 3: resumes up to 2
+
+
+def test_score_mode_environment_options_as_the_trainer_records_them_match(tmp_path):
+    """In score mode the trainer records the environment's score-mode options (WebShop: search_queries)."""
+    sweep = build_sweep("quickstart", flags={"output_dir": str(tmp_path)}, name="score")
+    run = sweep.runs[0]
+    assert run.config.rollout.action_mode == "score" and run.config.env.options == {}
+    recorded = copy.deepcopy(run.config)
+    recorded.env.options = score_mode_env_options(recorded.env.name, recorded.env.options)
+    assert recorded.env.options  # what makes this a check of the recorded form
+    run.run_dir.mkdir(parents=True)
+    write_resolved_config(recorded, run.run_dir)
+    (run.run_dir / "eval.json").write_text(json.dumps({"iteration": recorded.train.iterations}))
+    assert check_run_settings(sweep) == {}
 
 
 def test_the_jobs_split_caps_a_cells_train_threads(tmp_path):
