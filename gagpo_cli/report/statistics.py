@@ -24,7 +24,7 @@ ordinary single-task statistic.
    given power; power from the noncentral t distribution (df = 2n - 2, noncentrality d sqrt(n / 2)).
 
 Every bootstrap takes a ``numpy.random.Generator``; replicates are drawn all at once (arrays of
-``reps x n``), so 20,000 replicates of a 10-seed cell take milliseconds.
+``reps x n``), so the 10,000 replicates (``REPS``) of a 10-seed cell take milliseconds.
 """
 
 from __future__ import annotations
