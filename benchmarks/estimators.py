@@ -9,20 +9,27 @@ character state texts (one distinct string object per row, as environments produ
 success rewards (10 at the end of a won episode) and -0.1 invalid-action penalties; rows in
 collection order, or permuted with ``--shuffle``.
 
+Each row also carries a response length and a mean token entropy, and the batch an iteration (75 of
+150), which the estimators that require them (planpo, empg) receive.
+
 Timed per estimator: building the ``StepBatch`` (validation, factorisation) plus ``estimate``
 (advantages and diagnostics). The plain loop implements the same formula row by row with dicts and
 lists on Python lists; it is checked to agree with the vectorised output (1e-6), and the speed-up
-is reported in the same run. Both times are the best of ``--repeats`` runs. Target (issue): gagpo on 1M rows <= 1 s on one core, >= 10x.
+is reported in the same run. Estimators without a plain loop here (pgpo, hgpo, graft, graphgpo,
+g2po: their tests check them against hand-worked values) are timed alone; graft's value-iteration
+sweeps are printed. Both times are the best of ``--repeats`` runs. Target (issue): gagpo on 1M rows <= 1 s on one core, >= 10x.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -71,6 +78,10 @@ def paper_batch(n_rows: int, seed: int = 0, shuffle: bool = False) -> dict[str, 
         "terminated": (last & won[traj])[order],
         "state_keys": np.array(keys, dtype=object)[order],
         "values": rng.normal(0.0, 3.0, len(traj))[order],
+        "response_lengths": rng.integers(5, 200, len(traj))[order],  # planpo
+        "entropies": rng.gamma(2.0, 0.3, len(traj))[order],  # empg
+        "iteration": np.int64(75),  # planpo: halfway through a 150-iteration run
+        "total_iterations": np.int64(150),
     }
 
 
@@ -194,6 +205,50 @@ def loop_ppo(cols: dict, gamma=0.95, lam=0.95) -> list:
     return adv
 
 
+def loop_planpo(cols: dict, alpha_init=0.1, alpha_final=0.05, eps=1e-6) -> list:
+    alpha = alpha_init + (alpha_final - alpha_init) * min(cols["iteration"] / cols["total_iterations"], 1.0)
+    rewards, trajs = cols["rewards"], _trajectories(cols)
+    won_score, episode_reward = {}, {}
+    groups = defaultdict(list)
+    for tid, rows in trajs.items():
+        won_score[tid] = sum(rewards[r] for r in rows) if rewards[rows[-1]] > 0 else 0.0
+        episode_reward[tid] = won_score[tid] / len(rows)
+        groups[cols["group_ids"][rows[0]]].append(tid)
+    adv = [0.0] * len(rewards)
+    for tids in groups.values():  # Eq. 3 over the trajectories of the group
+        xs = [episode_reward[t] for t in tids]
+        mean = sum(xs) / len(xs)
+        std = (sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5 if len(xs) > 1 else 0.0
+        for t in tids:
+            a = (episode_reward[t] - mean) / (std + eps) if len(xs) > 1 and std > 0 else 0.0
+            for r in trajs[t]:
+                adv[r] = a
+    turn = [0.0] * len(rewards)
+    members = defaultdict(list)
+    for tid, rows in trajs.items():
+        for r in rows:
+            turn[r] = won_score[tid] / max(cols["response_lengths"][r], 1)
+            members[(cols["group_ids"][r], cols["step_index"][r])].append(r)
+    turn = _normalise(turn, members, eps)
+    return [a + alpha * t for a, t in zip(adv, turn, strict=True)]
+
+
+def loop_empg(cols: dict, k=1.0, k_future=1.0, zeta=0.1, eps=1e-6) -> list:
+    entropy, trajs = cols["entropies"], _trajectories(cols)
+    low, high = min(entropy), max(entropy)
+    scaled = [(h - low) / (high - low + 1e-8) for h in entropy]
+    confidence = [math.exp(-k * x) for x in scaled]
+    mean_confidence = sum(confidence) / len(confidence)
+    episode = _score_term(cols, trajs, eps, True)
+    adv = [0.0] * len(entropy)
+    for rows in trajs.values():
+        for i, r in enumerate(rows):
+            bonus = math.exp(-k_future * scaled[rows[i + 1]]) if i + 1 < len(rows) else 0.0
+            adv[r] = episode[r] * confidence[r] / (mean_confidence + 1e-8) + zeta * bonus
+    mean = sum(adv) / len(adv)
+    return [a - mean for a in adv]
+
+
 LOOPS = {
     "gagpo": loop_gagpo,
     "gagpo-lambda0": lambda c: loop_gagpo(c, lam=0.0),
@@ -206,21 +261,28 @@ LOOPS = {
     "grpo": loop_grpo,
     "rloo": loop_rloo,
     "ppo": loop_ppo,
+    "planpo": loop_planpo,
+    "empg": loop_empg,
 }
 
 
 # ---- timing -----------------------------------------------------------------------------------
 
 
-def time_vectorised(name: str, cols: dict, repeats: int) -> tuple[float, np.ndarray]:
+OPTIONAL = ("values", "response_lengths", "entropies", "iteration", "total_iterations")
+
+
+def time_vectorised(name: str, cols: dict, repeats: int) -> tuple[float, Any]:
+    """Best time of building the batch (with the optional inputs the estimator reads) plus ``estimate``."""
     estimator = get_estimator(name)
-    fields = {k: v for k, v in cols.items() if k != "values" or estimator.needs_critic}
+    wanted = {*estimator.requires, *(("values",) if estimator.needs_critic else ())}
+    fields = {k: v for k, v in cols.items() if k not in OPTIONAL or k in wanted}
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         out = estimator.estimate(StepBatch(**fields))
         times.append(time.perf_counter() - start)
-    return min(times), out.advantages
+    return min(times), out
 
 
 def time_loop(name: str, cols: dict, repeats: int) -> tuple[float, np.ndarray]:
@@ -241,24 +303,28 @@ def main() -> None:
     parser.add_argument("--loop-max-rows", type=int, default=1_000_000, help="skip the plain loop above this")
     parser.add_argument("--shuffle", action="store_true", help="permute the rows (scattered strings)")
     args = parser.parse_args()
-    names = args.estimators or [n for n in available_estimators() if n in LOOPS]
+    names = args.estimators or available_estimators()
 
-    print(f"{'estimator':<18} {'rows':>9} {'vectorised s':>13} {'rows/s':>12} {'loop s':>9} {'speed-up':>9}")
+    print(f"{'estimator':<18} {'rows':>9} {'vectorised s':>13} {'rows/s':>12} {'loop s':>9} {'speed-up':>9} "
+          "vi sweeps")
     speedups = []
     for size in args.sizes:
         cols = paper_batch(size, shuffle=args.shuffle)
         n = len(cols["rewards"])
         for name in names:
-            seconds, adv = time_vectorised(name, cols, args.repeats)
+            seconds, out = time_vectorised(name, cols, args.repeats)
+            adv = out.advantages
             loop_cell, speed_cell = "-", "-"
-            if n <= args.loop_max_rows:
+            if n <= args.loop_max_rows and name in LOOPS:
                 loop_seconds, loop_adv = time_loop(name, cols, args.repeats)
                 if not np.allclose(adv, loop_adv, atol=1e-6, rtol=0):
                     raise SystemExit(f"{name}: vectorised and loop results differ at {n} rows")
                 speedups.append(loop_seconds / seconds)
                 loop_cell, speed_cell = f"{loop_seconds:.3f}", f"{loop_seconds / seconds:.1f}x"
             rate = n / seconds
-            print(f"{name:<18} {n:>9} {seconds:>13.4f} {rate:>12,.0f} {loop_cell:>9} {speed_cell:>9}")
+            sweeps = out.diagnostics.get("graph/vi_sweeps")  # graft: value-iteration sweeps
+            extra = f" {sweeps:>6.0f}" if sweeps is not None else ""
+            print(f"{name:<18} {n:>9} {seconds:>13.4f} {rate:>12,.0f} {loop_cell:>9} {speed_cell:>9}{extra}")
     if speedups:
         median = statistics.median(speedups)
         print(f"speed-up over the plain loop: min {min(speedups):.1f}x, median {median:.1f}x")
