@@ -114,6 +114,11 @@ def run_sweep(sweep: Sweep, *, launcher: str = "local", jobs: int = 1, address: 
     if continuing:
         console.print(f"{len(continuing)} of them continue from their checkpoints to the cell's train.iterations "
                       f"(recorded: {', '.join(map(str, sorted(set(continuing.values()))))})", highlight=False)
+    others = sorted(p.name for p in sweep.root.iterdir() if p.is_dir() and p.name not in {c.name for c in sweep.cells})
+    if others:
+        listed = escape(", ".join(others[:3]) + (", ..." if len(others) > 3 else ""))
+        console.print(f"note: {escape(str(sweep.root))} also holds {len(others)} folder(s) this sweep does not list "
+                      f"({listed}); `gagpo report` on the folder reads their runs too", highlight=False)
     share, why = _thread_share(launcher, jobs, len(todo), cpus_per_cell)
     lowered = sorted({r.config.train.threads for r in todo if (r.config.train.threads or 0) > share})
     if lowered:
