@@ -197,6 +197,24 @@ def report_command(
     run_report(run_dirs or [Path(LoggingConfig.output_dir)], table, out, paper, figures, baseline=baseline)
 
 
+@app.command("export")
+def export_command(
+    run_dir: Annotated[Path, typer.Argument(help="Training run directory (or one of its checkpoints).")],
+    out: Annotated[Path, typer.Option("--out", help="Folder to write (new, or empty).")],
+    iteration: Annotated[int | None, typer.Option(
+        help="Checkpoint to export [default: the newest one that matches its sha256 manifest]")] = None,
+    adapter_only: Annotated[bool, typer.Option(
+        "--adapter-only", help="Write the PEFT LoRA adapter instead of merged weights (LoRA runs only).")] = False,
+    dtype: Annotated[str, typer.Option(
+        help="Weights dtype: auto (the base model's), float32, bfloat16 or float16.")] = "auto",
+) -> None:
+    """Export a run as a standard transformers folder (config, safetensors with the LoRA merged, tokenizer,
+    generation config, model card) that transformers, vLLM or another harness loads."""
+    from gagpo_cli.export import export_command as run_export
+
+    run_export(run_dir, out, iteration, adapter_only, dtype)
+
+
 def _click_exception_types() -> tuple[type[BaseException], ...]:
     """Command-line parsing errors: typer's vendored click (typer >= 0.2x) and click itself."""
     import click

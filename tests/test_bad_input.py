@@ -210,6 +210,15 @@ CASES = [
      ["corrupt checkpoint", "manifest.json"], "in"),
     ("eval-run-without-checkpoint", ["eval", "--env", "corridor", "--policy", "runs/no-checkpoint"],
      ["no checkpoint"], "in"),
+    # export
+    ("export-not-a-run", ["export", "no-run", "--out", "exported"], ["not a training run directory"], "in"),
+    ("export-run-without-checkpoint", ["export", "runs/no-checkpoint", "--out", "exported"], ["has no checkpoint"],
+     "in"),
+    ("export-damaged-checkpoint", ["export", "runs/damaged", "--out", "exported"],
+     ["no intact checkpoint", "manifest.json"], "in"),
+    ("export-unknown-iteration", ["export", "runs/done", "--out", "exported", "--iteration", "5"],
+     ["no checkpoint of iteration 5"], "in"),
+    ("export-out-not-empty", ["export", "runs/done", "--out", "runs"], ["not an empty folder"], "in"),
     # ablate and report (sweeps over runs)
     ("ablate-unknown-sweep", ["ablate", "no-such-sweep"], ["no-such-sweep"], "in"),
     ("ablate-unknown-preset", ["ablate", "--preset", "table9"], ["table9"], "in"),
