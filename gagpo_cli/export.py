@@ -21,7 +21,9 @@ The generation config samples as the run evaluated (``Policy.generate``): plain 
 stopping at every EOS id the policy stops at. The model was trained on the toolkit's prompts
 (``train/prompts.py``): ``gagpo eval --policy OUT --env ENV`` plays it with them.
 
-The featurised ``bow-mlp`` policy is no transformers model and cannot be exported.
+Refused: the featurised ``bow-mlp`` policy (no transformers model) and a LoRA run with
+``model.lora_scope: action`` (the prompt is read without the adapter, the action tokens with it: no
+one set of weights, merged or adapter, acts like that policy).
 """
 
 from __future__ import annotations
@@ -71,6 +73,10 @@ def export_run(run: Path, out: Path, *, iteration: int | None = None, adapter_on
     if cfg.model.name == FEATURISED:
         raise UsageError(f"run {run_dir} trained the featurised '{FEATURISED}' policy, which is not a "
                          "transformers model and cannot be exported")
+    if cfg.model.lora and cfg.model.lora_scope == "action":
+        raise UsageError(f"run {run_dir} trained with model.lora_scope=action (the base model reads the prompt, "
+                         "the adapter only the action tokens); no single model acts like that, so it cannot be "
+                         "exported")
     if adapter_only and not cfg.model.lora:
         raise UsageError(f"--adapter-only needs a LoRA run; {run_dir} is a full fine-tuning run (export it "
                          "without --adapter-only)")

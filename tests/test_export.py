@@ -33,7 +33,8 @@ PROMPT = "You are in the hall. Your task is to: go to the kitchen. <action>go ea
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    """A base model folder and three finished runs on the corridor: LoRA, full fine-tuning, bow-mlp."""
+    """A base model folder and finished runs on the corridor: LoRA, full fine-tuning, bow-mlp, and LoRA
+    scoring actions with the adapter on the action tokens only (``model.lora_scope=action``)."""
     root = tmp_path_factory.mktemp("export")
     tokenizer = tiny_tokenizer()
     tiny_model(len(tokenizer)).save_pretrained(root / "base")
@@ -41,7 +42,9 @@ def world(tmp_path_factory):
     runs = {}
     for name, sets in (("lora", [f"model.name={root / 'base'}"]),
                        ("full", [f"model.name={root / 'base'}", "model.lora=false"]),
-                       ("bow", ["model.name=bow-mlp", "rollout.action_mode=score"])):
+                       ("bow", ["model.name=bow-mlp", "rollout.action_mode=score"]),
+                       ("scope", [f"model.name={root / 'base'}", "rollout.action_mode=score", "model.lora_scope=action",
+                                  "train.iterations=1", "train.eval_episodes=0"])):
         cfg = load_config(None, [*RUN, *sets, f"logging.output_dir={root / 'runs'}", f"logging.run_name={name}"])
         with EnvPool.from_environment(CorridorEnvironment()) as pool:
             runs[name] = train(cfg, env_pool=pool)
@@ -193,6 +196,7 @@ def test_bad_input_is_one_line_and_exit_2(world, tmp_path):
         (["export", str(runs["lora"]), "--out", out, "--iteration", "7"], ["no checkpoint of iteration 7", "1, 2"]),
         (["export", str(runs["lora"]), "--out", str(taken)], ["already exists", "not an empty folder"]),
         (["export", str(runs["bow"]), "--out", out], ["bow-mlp", "not a transformers model"]),
+        (["export", str(runs["scope"]), "--out", out], ["model.lora_scope=action", "cannot be exported"]),
         (["export", str(root / "base"), "--out", out], ["not a training run directory"]),
         (["export", str(tmp_path / "missing"), "--out", out], ["does not exist"]),
         (["export", str(runs["full"]), "--out", out, "--adapter-only"], ["needs a LoRA run"]),
