@@ -275,7 +275,9 @@ def model_card(cfg: ExperimentConfig, run_dir: Path, iteration: int, adapter_onl
         "## Use",
         "",
         "The model was trained on the toolkit's prompts (its chat template, actions between `<action>` and "
-        "`</action>`). Replay it with the toolkit:",
+        f"`</action>`, the last {cfg.env.history} observation-action pairs, action mode "
+        f"`{cfg.rollout.action_mode}`). Play it with the toolkit (a model folder gets `gagpo eval`'s own agent "
+        "settings; `--policy RUN_DIR` replays the run's evaluation exactly):",
         "",
         "```bash",
         f"gagpo eval --policy PATH_TO_THIS_FOLDER --env {cfg.env.name}",

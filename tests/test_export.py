@@ -115,6 +115,7 @@ def test_an_earlier_iteration_and_its_evaluation_go_into_the_card(world, tmp_pat
     assert last.iteration == 2 and last.evaluation == final
 
 
+@pytest.mark.filterwarnings("ignore:.*is_gradient_checkpointing:FutureWarning")  # peft on transformers v5
 def test_adapter_only_loads_onto_the_base_with_peft(world, tmp_path):
     from peft import PeftModel
 
