@@ -280,6 +280,13 @@ def test_cli_bad_option_is_one_line_exit_2():
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1 and "num_boxes" in out.stderr
 
 
+def test_the_environment_imports_no_cli_module():
+    code = ("import sys, environments.sokoban\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'gagpo_cli'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 def test_play_the_solution_in_the_terminal():
     from gagpo_cli.play import play as play_cli
 

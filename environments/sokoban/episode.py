@@ -11,7 +11,7 @@ TASK_TYPE = "sokoban"
 GOAL = ("Push every box (X) onto a target (O); the puzzle is solved when all boxes are on targets (√). "
         "Board symbols: # wall, _ floor, O target, X box, √ box on target, P you, S you on a target. "
         "Move with up, down, left or right; walking into a box pushes it one cell if the cell beyond is "
-        "free. Boxes cannot be pulled, so a box pushed into a corner is lost.")
+        "free. Boxes cannot be pulled, so a box pushed into a corner off target can never move again.")
 
 # gym-sokoban's rewards (what verl-agent trains on): per step, box onto / off a target, all boxes placed
 STEP_PENALTY, BOX_ON, BOX_OFF, FINISHED = -0.1, 1.0, -1.0, 10.0
