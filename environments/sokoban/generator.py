@@ -1,4 +1,4 @@
-"""Procedural Sokoban levels, fixed by (settings, split, task id), the way gym-sokoban makes them.
+"""Procedural Sokoban levels, fixed by (settings, split, task id), made as verl-agent makes them.
 
 1. Room: a random walk of ``int(1.7 * (rows + cols))`` steps from a random interior cell, turning with
    probability 0.35 per step, carves a random 3x3 mask (a bar, an L, a block) around each position; the
@@ -39,7 +39,7 @@ _MASKS = (  # cells (row, col) of a 3x3 mask carved around the walk's position (
     ((1, 1), (1, 2), (2, 1)),
 )
 _TURN_PROBABILITY = 0.35
-_SPLIT_OF_BUCKET = ("test", "valid") + ("train",) * 8  # SHA-256 of the board mod 10
+_SPLIT_OF_BUCKET = ("test", "valid") + ("train",) * 8  # by the SHA-256 of the room mod 10
 MAX_ATTEMPTS = 2000  # attempts per task before the settings are declared unable to make levels
 MAX_REVERSE_STATES = 20_000  # reverse-play states visited per attempt at most
 
