@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import itertools
 import re
 import zlib
 from collections import Counter
@@ -41,6 +42,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from gagpo_cli.train.scoring import ScoreInput, ScoreOutput
 
@@ -52,6 +54,7 @@ EMBED = 32  # state / candidate embedding size (= hidden_size, what a critic rea
 HIDDEN = 64
 OBS_WORDS = 48  # observation words used (ALFWorld's first observation lists the whole room)
 HISTORY_SKELETONS = 2  # recent actions whose skeletons are state features
+CHUNK = 8192  # candidates per block of the per-candidate computation
 _MASK = BUCKETS - 1
 _WORD = re.compile(r"[a-z]+|\d+")
 # Words kept as themselves in a skeleton (and never counted as a goal's content words).
@@ -84,9 +87,12 @@ _SEEN = np.array([_h("seen:False"), _h("seen:True")], dtype=np.int64)
 
 
 class _Goal:
-    """Per-goal precomputation: content words and their roles."""
+    """Per-goal precomputation (content words and their roles, hashed features; ``index``: its row in
+    the cache's table of goals) and the goal's caches: its candidates, admissible sets and memories."""
 
-    def __init__(self, goal: str) -> None:
+    def __init__(self, goal: str, index: int = 0) -> None:
+        self.text = goal
+        self.index = index
         words = _tokens(goal)
         content = [w for w in words if w not in _FUNCTION and w != "#"]
         self.content = list(dict.fromkeys(content))
@@ -94,12 +100,17 @@ class _Goal:
         feats = [f"g:{w}" for w in words] + [f"g2:{a}_{b}" for a, b in zip(words, words[1:], strict=False)]
         self.ids = np.array([_h(f) for f in feats] or [_h("g:")], dtype=np.int64)
         self.content_ids = np.array([_h(w) for w in self.content], dtype=np.int64)
+        self.candidates: dict[str, _Candidate] = {}
+        self.sets: dict[tuple[str, ...], _CandidateSet] = {}
+        self.memories: dict[tuple[str, ...], _Memory] = {}
 
 
 class _Candidate:
-    """Per (goal, candidate) precomputation: static feature ids, skeleton, verb, content words."""
+    """Per (goal, candidate) precomputation: static feature ids, skeleton, verb, content words; ``index``
+    is its row in the cache's table of (goal, candidate) pairs."""
 
-    def __init__(self, goal: _Goal, text: str) -> None:
+    def __init__(self, goal: _Goal, text: str, index: int = 0) -> None:
+        self.index = index
         words = _tokens(text)
         self.verb = _h(f"v:{words[0] if words else ''}")
         skel, role = [], []
@@ -125,50 +136,159 @@ class _Candidate:
         pairs = _cross(goal.content_ids[:, None], np.array([_h(w) for w in words if w != "#"] or [0])[None, :])
         self.deep_ids = np.array(ids, dtype=np.int64)  # what the candidate embedding averages
         self.static_ids = np.concatenate([self.deep_ids, pairs.ravel()])
+        linear = self.static_ids & _MASK
+        self.linear_ids = linear[linear != 0]  # its linear-term buckets; bucket 0 is padding, never a feature
+
+
+class _Observation:
+    """Per observation text: hashed word + bigram features of its first OBS_WORDS words, the set of those
+    words; ``index`` is its row in the cache's table of observations."""
+
+    def __init__(self, text: str, index: int = 0) -> None:
+        self.index = index
+        words = _tokens(text)[:OBS_WORDS]
+        feats = [f"o:{w}" for w in words] + [f"o2:{a}_{b}" for a, b in zip(words, words[1:], strict=False)]
+        self.ids = np.array([_h(f) for f in feats] or [_h("o:")], dtype=np.int64)
+        self.words = frozenset(words)
+        self.head = self.ids[:OBS_WORDS]  # the features crossed with each candidate's verb
+
+
+class _CandidateSet:
+    """Per (goal, admissible actions): the candidates' pair rows, role skeletons and verbs as arrays."""
+
+    def __init__(self, candidates: list[_Candidate], index: int) -> None:
+        self.index = index
+        self.pairs = np.array([c.index for c in candidates], dtype=np.int64)
+        self.roles = np.array([c.role for c in candidates], dtype=np.int64)
+        self.verbs = np.array([c.verb for c in candidates], dtype=np.int64)
+        self.contents = [c.content for c in candidates]
+
+
+class _Memory:
+    """Per (goal, actions taken so far): how often each action was taken (capped at 3), the sorted
+    distinct role skeletons of the past actions and their row in the cache's table of such sets, and
+    the role skeletons of the last HISTORY_SKELETONS actions (``recent``; ``last``: ``_START`` before
+    the first action)."""
+
+    __slots__ = ("taken", "roles", "past", "recent", "last")
+
+    def __init__(self, taken: dict[str, int], roles: tuple[int, ...], past: int, recent: tuple[int, ...]) -> None:
+        self.taken = taken
+        self.roles = roles
+        self.past = past
+        self.recent = recent or (0,)  # the state's recent-skeleton features (a placeholder before any)
+        self.last = recent[-1] if recent else _START
 
 
 class _FeatureCache:
-    """String -> feature precomputation caches (bounded: cleared when large)."""
+    """Precomputation keyed by strings, and the tables (goals, pairs, observations, past-skeleton sets)
+    whose row numbers the batch assembly works with. Bounded: everything is dropped at once when a
+    table is large (between batches only, so row numbers stay valid within one)."""
 
     LIMIT = 200_000
+    MEMORY_LIMIT = 50_000  # per-prefix memories: one per step of every episode
 
     def __init__(self) -> None:
         self.goals: dict[str, _Goal] = {}
-        self.candidates: dict[tuple[str, str], _Candidate] = {}
-        self.texts: dict[str, tuple[np.ndarray, frozenset[str]]] = {}
+        self.goal_rows: list[_Goal] = []
+        self.pairs: list[_Candidate] = []
+        self.texts: dict[str, _Observation] = {}
+        self.observations: list[_Observation] = []
+        self.n_sets = 0
+        self.n_memories = 0
+        self.past_rows: dict[tuple[int, ...], int] = {}
+        self.past_sets: list[np.ndarray] = []
+        self.seen: dict[tuple[int, int], np.ndarray] = {}
+
+    def full(self) -> bool:
+        return max(len(self.pairs), len(self.texts), self.n_sets, len(self.past_rows)) > self.LIMIT
+
+    def trim(self) -> None:
+        """Drop the per-step entries (nothing refers to their rows) when there are many."""
+        if self.n_memories > self.MEMORY_LIMIT:
+            for goal in self.goal_rows:
+                goal.memories.clear()
+            self.n_memories = 0
+        if len(self.seen) > self.LIMIT:
+            self.seen.clear()
 
     def goal(self, text: str) -> _Goal:
         g = self.goals.get(text)
         if g is None:
-            if len(self.goals) > self.LIMIT:
-                self.goals.clear()
-            g = self.goals[text] = _Goal(text)
+            g = self.goals[text] = _Goal(text, len(self.goal_rows))
+            self.goal_rows.append(g)
         return g
 
-    def candidate(self, goal_text: str, text: str) -> _Candidate:
-        key = (goal_text, text)
-        c = self.candidates.get(key)
+    def candidate(self, goal: _Goal | str, text: str) -> _Candidate:
+        goal = self.goal(goal) if isinstance(goal, str) else goal
+        c = goal.candidates.get(text)
         if c is None:
-            if len(self.candidates) > self.LIMIT:
-                self.candidates.clear()
-            c = self.candidates[key] = _Candidate(self.goal(goal_text), text)
+            c = goal.candidates[text] = _Candidate(goal, text, len(self.pairs))
+            self.pairs.append(c)
         return c
 
-    def observation(self, text: str) -> tuple[np.ndarray, frozenset[str]]:
-        """(hashed word + bigram features of the first OBS_WORDS words, the set of its words)."""
+    def observation(self, text: str) -> _Observation:
         o = self.texts.get(text)
         if o is None:
-            if len(self.texts) > self.LIMIT:
-                self.texts.clear()
-            words = _tokens(text)[:OBS_WORDS]
-            feats = [f"o:{w}" for w in words] + [f"o2:{a}_{b}" for a, b in zip(words, words[1:], strict=False)]
-            o = self.texts[text] = (np.array([_h(f) for f in feats] or [_h("o:")], dtype=np.int64),
-                                    frozenset(words))
+            o = self.texts[text] = _Observation(text, len(self.observations))
+            self.observations.append(o)
         return o
+
+    def candidate_set(self, goal: _Goal, texts: tuple[str, ...]) -> _CandidateSet:
+        s = goal.sets.get(texts)
+        if s is None:
+            s = goal.sets[texts] = _CandidateSet([self.candidate(goal, t) for t in texts], self.n_sets)
+            self.n_sets += 1
+        return s
+
+    def _past_row(self, roles: tuple[int, ...]) -> int:
+        row = self.past_rows.get(roles)
+        if row is None:
+            row = self.past_rows[roles] = len(self.past_sets)
+            self.past_sets.append(np.array(roles or (0,), dtype=np.int64))
+        return row
+
+    def memory(self, goal: _Goal, past: tuple[str, ...]) -> _Memory:
+        """The memory after ``past``; built from the memory one action earlier when that is cached."""
+        m = goal.memories.get(past)
+        if m is not None:
+            return m
+        parent = goal.memories.get(past[:-1]) if past else None
+        if parent is not None:
+            action = past[-1]
+            taken = parent.taken.copy()
+            taken[action] = min(taken.get(action, 0) + 1, 3)
+            c = self.candidate(goal, action)
+            roles = parent.roles if c.role in parent.roles else tuple(sorted((*parent.roles, c.role)))
+            past_row = parent.past if roles is parent.roles else self._past_row(roles)
+            recent = ((*parent.recent, c.role) if parent.roles else (c.role,))[-HISTORY_SKELETONS:]
+        else:
+            taken = {a: min(n, 3) for a, n in Counter(past).items()}
+            roles = tuple(sorted({self.candidate(goal, a).role for a in taken}))
+            past_row = self._past_row(roles)
+            recent = tuple(self.candidate(goal, a).role for a in past[-HISTORY_SKELETONS:])
+        m = goal.memories[past] = _Memory(taken, roles, past_row, recent)
+        self.n_memories += 1
+        return m
+
+    def seen_mask(self, obs: _Observation, cands: _CandidateSet) -> np.ndarray:
+        """Whether each candidate's content words all appear in the observation (0/1)."""
+        key = (obs.index, cands.index)
+        seen = self.seen.get(key)
+        if seen is None:
+            words = obs.words
+            seen = self.seen[key] = np.array([c <= words for c in cands.contents], dtype=np.int64)
+        return seen
 
 
 class BowMLP(nn.Module):
-    """The network: sparse linear scores + an MLP over state and candidate embeddings."""
+    """The network: sparse linear scores + an MLP over state and candidate embeddings.
+
+    ``forward`` takes the batch in factored form (``FeaturisedPolicy.features``): bags that many
+    candidates share (a (goal, candidate) pair's static features and embedding, an (action skeleton,
+    past skeletons) or (verb, observation) cross) are summed once and gathered per candidate. The
+    first MLP layer on [e_s, e_a, e_s * e_a] is applied as W_s e_s (once per state) + W_a e_a (once per
+    pair) + W_sa (e_s * e_a) (per candidate), the same function as one layer on the concatenation."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -184,21 +304,55 @@ class BowMLP(nn.Module):
 
     def forward(self, feats: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """(scores of all candidates (C,), state embeddings (B, EMBED))."""
-        lin = self.linear(feats["lin_idx"], feats["lin_off"]).squeeze(-1) + self.linear(feats["dyn"]).squeeze(-1)
-        state = self.state_embed(feats["state_idx"], feats["state_off"])
-        action = self.action_embed(feats["act_idx"], feats["act_off"])
-        s = state[feats["owner"]]
-        deep = self.mlp(torch.cat([s, action, s * action], dim=-1)).squeeze(-1)
-        return lin + deep, state
+        # pair / skeleton / verb bags (no index is the padding bucket 0: EmbeddingBag is much faster without)
+        shared = F.embedding_bag(feats["bag_idx"], self.linear.weight, feats["bag_off"], mode="sum").squeeze(-1)
+        weights = self.linear.weight.squeeze(-1)
+        # state: mean embedding of its goal, observation and recent features, from one sum per part
+        parts = F.embedding_bag(feats["state_idx"], self.state_embed.weight, feats["state_off"], mode="sum")
+        state = (parts.index_select(0, feats["state_goal"]) + parts.index_select(0, feats["state_obs"])
+                 + parts.index_select(0, feats["state_recent"])) / feats["state_size"][:, None]  # (B, E)
+        action = self.action_embed(feats["act_idx"], feats["act_off"])  # (U, E), one per pair
+        first, out = self.mlp[0], self.mlp[2]
+        w_s, w_a, w_sa = first.weight.split(EMBED, dim=1)
+        per_state, per_pair = state @ w_s.T, torch.addmm(first.bias, action, w_a.T)
+        scores = []
+        for lo in range(0, len(feats["owner"]), CHUNK):  # candidates by chunks: small temporaries are fast
+            owner, pair = feats["owner"][lo:lo + CHUNK], feats["pair"][lo:lo + CHUNK]
+            lin = (shared[feats["pair_bag"][lo:lo + CHUNK]] + shared[feats["past_bag"][lo:lo + CHUNK]]
+                   + shared[feats["obs_bag"][lo:lo + CHUNK]]
+                   + weights[feats["own"][lo:lo + CHUNK]].sum(-1))  # own features: never the padding bucket
+            both = state.index_select(0, owner) * action.index_select(0, pair)
+            h = torch.addmm(per_state.index_select(0, owner) + per_pair.index_select(0, pair), both, w_sa.T)
+            scores.append(lin + out(torch.relu(h)).squeeze(-1))
+        return torch.cat(scores), state
 
 
-def _bags(arrays: list[np.ndarray], buckets: int = BUCKETS) -> tuple[torch.Tensor, torch.Tensor]:
-    """Flat bucket indices (hashes mod ``buckets``) and offsets of an EmbeddingBag input."""
+def _flat(arrays: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenation and lengths of ragged arrays."""
     lengths = np.fromiter((len(a) for a in arrays), dtype=np.int64, count=len(arrays))
-    offsets = np.zeros(len(arrays), dtype=np.int64)
+    return (np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)), lengths
+
+
+def _offsets(*lengths: np.ndarray) -> np.ndarray:
+    """EmbeddingBag offsets of consecutive bags with these lengths."""
+    lengths = np.concatenate(lengths)
+    offsets = np.zeros(len(lengths), dtype=np.int64)
     np.cumsum(lengths[:-1], out=offsets[1:])
-    flat = np.concatenate(arrays) & (buckets - 1)
-    return torch.from_numpy(flat), torch.from_numpy(offsets)
+    return offsets
+
+
+def _linear_ids(ids: np.ndarray) -> np.ndarray:
+    """Memory and observation crosses as linear-term buckets: a real feature hashed to the padding
+    bucket moves next door."""
+    ids = ids & _MASK
+    ids[ids == 0] = 1
+    return ids
+
+
+def _rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct keys, row of each key among them)."""
+    distinct, inverse = np.unique(keys, return_inverse=True)
+    return distinct, inverse.reshape(-1)
 
 
 class FeaturisedPolicy:
@@ -225,66 +379,99 @@ class FeaturisedPolicy:
     # ------------------------------------------------------------------------------ features
 
     def features(self, inputs: Sequence[ScoreInput]) -> dict[str, torch.Tensor]:
-        """The hashed feature bags of every candidate of every input (see the module docstring).
+        """The hashed features of every candidate of every input (see the module docstring), factored:
 
-        Static features (goal and candidate only) come from caches; the memory and observation
-        crosses are computed per input for all its candidates at once, as one (candidates, width)
-        block, padded with bucket 0 to the batch's widest block."""
+        * the state bag (goal, observation, recent skeletons) as three sums: per distinct goal, per
+          distinct observation, per input;
+        * per distinct (goal, candidate) pair: its static bag and embedding bag;
+        * per distinct (role skeleton, set of past skeletons) and (verb, observation): the bag of their
+          crosses;
+        * per candidate: its 4 own memory features and the rows of its shared bags.
+        Repeated strings cost one dictionary look-up each (``_FeatureCache``)."""
         cache = self._cache
-        static, act, state, dyn, owner = [], [], [], [], []
-        for b, inp in enumerate(inputs):
-            goal = cache.goal(inp.goal)
-            obs_ids, obs_words = cache.observation(inp.observation)
+        if cache.full():
+            cache = self._cache = _FeatureCache()
+        cache.trim()
+        goals, observations, sets, memories, seen, counts = [], [], [], [], [], []
+        for inp in inputs:
             past = inp.past_actions if inp.past_actions else tuple(a for _, a in inp.history)
-            taken = Counter(past)
-            past_skel = np.array(sorted({cache.candidate(inp.goal, a).role for a in set(past)}) or [0],
-                                 dtype=np.int64)
-            recent = [cache.candidate(inp.goal, a).role for a in past[-HISTORY_SKELETONS:]]
-            last = recent[-1] if recent else _START
-            state.append(np.concatenate([goal.ids, obs_ids, _cross(_HS, np.array(recent or [0]))]))
-            cands = [cache.candidate(inp.goal, t) for t in inp.candidates]
-            n = len(cands)
-            skel = np.fromiter((c.role for c in cands), dtype=np.int64, count=n)
-            verb = np.fromiter((c.verb for c in cands), dtype=np.int64, count=n)
-            count = np.fromiter((min(taken.get(t, 0), 3) for t in inp.candidates), dtype=np.int64, count=n)
-            seen = np.fromiter((c.content <= obs_words for c in cands), dtype=bool, count=n)
-            dyn.append(np.concatenate([
-                _COUNT[count][:, None], _cross(skel, _COUNT[count])[:, None], _cross(skel, last)[:, None],
-                _cross(verb, _SEEN[seen.astype(np.int64)])[:, None],
-                _cross(_cross(skel, _HX)[:, None], past_skel[None, :]),
-                _cross(verb[:, None], obs_ids[None, :OBS_WORDS]),
-            ], axis=1))
-            static.extend(c.static_ids for c in cands)
-            act.extend(c.deep_ids for c in cands)
-            owner.extend([b] * n)
-        width = max(d.shape[1] for d in dyn)
-        block = np.zeros((len(owner), width), dtype=np.int64)
-        row = 0
-        for d in dyn:
-            d = d & _MASK
-            d[d == 0] = 1  # a real feature hashed to the padding bucket moves next door
-            block[row:row + d.shape[0], : d.shape[1]] = d
-            row += d.shape[0]
-        lin_idx, lin_off = _bags(static)
-        act_idx, act_off = _bags(act, EMBED_BUCKETS)
-        state_idx, state_off = _bags(state, EMBED_BUCKETS)
-        return {"lin_idx": lin_idx, "lin_off": lin_off, "act_idx": act_idx, "act_off": act_off,
-                "state_idx": state_idx, "state_off": state_off, "dyn": torch.from_numpy(block),
-                "owner": torch.tensor(owner, dtype=torch.long)}
+            goal = cache.goal(inp.goal)
+            goals.append(goal)
+            obs = cache.observation(inp.observation)
+            observations.append(obs)
+            cands = cache.candidate_set(goal, inp.candidates)
+            sets.append(cands)
+            memory = cache.memory(goal, past)
+            memories.append(memory)
+            seen.append(cache.seen_mask(obs, cands))
+            taken = memory.taken
+            counts.append([taken.get(t, 0) for t in inp.candidates] if taken else [0] * len(inp.candidates))
+        sizes = np.fromiter((len(s.pairs) for s in sets), dtype=np.int64, count=len(sets))
+        role = np.concatenate([s.roles for s in sets])
+        verb = np.concatenate([s.verbs for s in sets])
+        count = _COUNT[np.fromiter(itertools.chain.from_iterable(counts), dtype=np.int64, count=len(role))]
+        last = np.repeat(np.fromiter((m.last for m in memories), dtype=np.int64, count=len(memories)), sizes)
+        own = np.stack([count, _cross(role, count), _cross(role, last),
+                        _cross(verb, _SEEN[np.concatenate(seen)])], axis=1)
+
+        pairs, pair = _rows(np.concatenate([s.pairs for s in sets]))  # distinct (goal, candidate) pairs
+        past_keys, past_bag = _rows(role << 31 | np.repeat([m.past for m in memories], sizes))
+        obs_rows = np.fromiter((o.index for o in observations), dtype=np.int64, count=len(observations))
+        obs_keys, obs_bag = _rows(verb << 31 | np.repeat(obs_rows, sizes))
+        static, static_len = _flat([cache.pairs[k].linear_ids for k in pairs])
+        past_sets, past_len = _flat([cache.past_sets[k] for k in past_keys & 0x7FFFFFFF])
+        heads, head_len = _flat([cache.observations[k].head for k in obs_keys & 0x7FFFFFFF])
+        # one EmbeddingBag input for the shared linear bags: pairs' static bags, then the two kinds of crosses
+        bag_idx = np.concatenate([static,
+                                  _linear_ids(_cross(np.repeat(_cross(past_keys >> 31, _HX), past_len), past_sets)),
+                                  _linear_ids(_cross(np.repeat(obs_keys >> 31, head_len), heads))])
+        act_idx, act_len = _flat([cache.pairs[k].deep_ids for k in pairs])
+        # the state bag's three parts: per distinct goal, per distinct observation, per input
+        goal_rows, goal_of = _rows(np.fromiter((g.index for g in goals), dtype=np.int64, count=len(goals)))
+        state_rows, state_of = _rows(obs_rows)
+        goal_ids, goal_len = _flat([cache.goal_rows[k].ids for k in goal_rows])
+        obs_ids, obs_len = _flat([cache.observations[k].ids for k in state_rows])
+        recent = _cross(_HS, np.fromiter(itertools.chain.from_iterable(m.recent for m in memories), dtype=np.int64))
+        recent_len = np.fromiter((len(m.recent) for m in memories), dtype=np.int64, count=len(memories))
+        state_idx = np.concatenate([goal_ids, obs_ids, recent]) & (EMBED_BUCKETS - 1)
+        n_pairs, n_past, n_goals, n_obs = len(pairs), len(past_keys), len(goal_rows), len(state_rows)
+        t = torch.from_numpy
+        return {"bag_idx": t(bag_idx), "bag_off": t(_offsets(static_len, past_len, head_len)),
+                "own": t(_linear_ids(own)), "pair_bag": t(pair), "past_bag": t(past_bag + n_pairs),
+                "obs_bag": t(obs_bag + n_pairs + n_past),
+                "act_idx": t(act_idx & (EMBED_BUCKETS - 1)), "act_off": t(_offsets(act_len)), "pair": t(pair),
+                "state_idx": t(state_idx), "state_off": t(_offsets(goal_len, obs_len, recent_len)),
+                "state_goal": t(goal_of), "state_obs": t(state_of + n_goals),
+                "state_recent": t(np.arange(len(inputs)) + n_goals + n_obs),
+                "state_size": t((goal_len[goal_of] + obs_len[state_of] + recent_len).astype(np.float32)),
+                "owner": t(np.repeat(np.arange(len(inputs)), sizes))}
 
     # ------------------------------------------------------------------------------ ActionScorer
 
     def score_actions(self, inputs: Sequence[ScoreInput], *, norm: str = "token", reference: bool = False,
                       with_state: bool = False) -> ScoreOutput:
-        """One score per candidate (``norm`` has no meaning here: candidates are not token sequences)."""
+        """One score per candidate (``norm`` has no meaning here: candidates are not token sequences).
+        Equal inputs (the K rollouts of a group share their first states) are scored once; their
+        outputs are the same tensor."""
         if not inputs:
             return ScoreOutput(logits=[], state=torch.zeros((0, EMBED)) if with_state else None)
         if any(not inp.candidates for inp in inputs):
             raise ValueError("score_actions: every input needs at least one candidate")
+        rows: dict[tuple, int] = {}
+        distinct: list[ScoreInput] = []
+        inverse = []
+        for inp in inputs:
+            past = inp.past_actions if inp.past_actions else tuple(a for _, a in inp.history)
+            row = rows.setdefault((inp.goal, inp.observation, past, inp.candidates), len(distinct))
+            if row == len(distinct):
+                distinct.append(inp)
+            inverse.append(row)
         net = self.reference if reference else self.model
-        scores, state = net(self.features(inputs))
-        sizes = [len(inp.candidates) for inp in inputs]
-        return ScoreOutput(logits=list(torch.split(scores, sizes)), state=state if with_state else None)
+        scores, state = net(self.features(distinct))
+        chunks = torch.split(scores, [len(inp.candidates) for inp in distinct])
+        if with_state and len(distinct) < len(inputs):
+            state = state[torch.tensor(inverse)]
+        return ScoreOutput(logits=[chunks[row] for row in inverse], state=state if with_state else None)
 
     def score_cost(self, inp: ScoreInput) -> int:
         """Units one input costs in a micro-batch: its number of candidates."""

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from gagpo_cli.policies import SlotView
-from gagpo_cli.train.scoring import ScoreInput, check_norm, entropy, log_probs, sample_all
+from gagpo_cli.train.scoring import ScoreInput, check_norm, draw
 
 NO_ACTION = "(no admissible action)"
 
@@ -54,9 +54,9 @@ def decide_scores(policy: Any, env_name: str, views: Sequence[SlotView], *, hist
     chosen, entropies = {}, {}
     if order:
         out = policy.score_actions([inputs[i] for i in order], norm=norm)
-        chosen = dict(zip(order, sample_all(out.logits, temperature, generator), strict=True))
-        entropies = {i: float(entropy(log_probs(t.detach().float().cpu(), temperature)))
-                     for i, t in zip(order, out.logits, strict=True)}
+        idx, logp, ent = draw(out.logits, temperature, generator)
+        chosen = dict(zip(order, zip(idx.tolist(), logp.tolist(), strict=True), strict=True))
+        entropies = dict(zip(order, ent.tolist(), strict=True))
     length = getattr(policy, "action_length", lambda action: len(action.split()))  # no tokens: words
     decisions = []
     for i in range(len(views)):

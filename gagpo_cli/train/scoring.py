@@ -97,30 +97,36 @@ def sample_all(logits: Sequence[torch.Tensor], temperature: float,
     (rows padded with -inf), so a generator gives the same choices as drawing row by row would not."""
     if not logits:
         return []
+    idx, chosen, _ = draw(logits, temperature, generator)
+    return list(zip(idx.tolist(), chosen.tolist(), strict=True))
+
+
+def draw(logits: Sequence[torch.Tensor], temperature: float, generator: torch.Generator | None = None
+         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``sample_all``'s draw as (B,) tensors on the CPU: chosen indices, their log-probs under
+    softmax(logits / T), and each row's exact entropy at T (T = 0: argmax, scored at T = 1)."""
     if any(t.numel() == 0 for t in logits):
         raise ValueError("cannot sample from an empty candidate set")
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0, got {temperature}")
-    padded, mask = pad_logits([t.detach().float().cpu() for t in logits])
+    padded, mask = pad_logits([t.detach() for t in logits])
+    padded, mask = padded.cpu(), mask.cpu()
     logp = masked_log_probs(padded, mask, temperature)
     if temperature == 0:
         idx = padded.argmax(-1)
     else:
         idx = torch.multinomial(logp.exp() * mask, 1, generator=generator).squeeze(-1)
-    chosen = logp.gather(1, idx[:, None]).squeeze(-1)
-    return list(zip(idx.tolist(), chosen.tolist(), strict=True))
+    return idx, logp.gather(1, idx[:, None]).squeeze(-1), entropy(logp)
 
 
 def pad_logits(logits: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Stack ragged 1-D score tensors into (B, C) with -inf padding, plus the (B, C) bool validity mask."""
-    width = max(int(t.numel()) for t in logits)
+    """Stack ragged 1-D score tensors into (B, C) float32 with -inf padding, plus the (B, C) bool
+    validity mask; differentiable in the scores."""
     ref = logits[0]
-    out = ref.new_full((len(logits), width), float("-inf"), dtype=torch.float32)
-    mask = torch.zeros((len(logits), width), dtype=torch.bool, device=ref.device)
-    for i, t in enumerate(logits):
-        out[i, : t.numel()] = t.float()
-        mask[i, : t.numel()] = True
-    return out, mask
+    sizes = torch.tensor([t.numel() for t in logits], device=ref.device)
+    mask = torch.arange(int(sizes.max()), device=ref.device) < sizes[:, None]
+    flat = torch.cat([t.reshape(-1) for t in logits]).float()
+    return torch.full(mask.shape, float("-inf"), device=ref.device).masked_scatter(mask, flat), mask
 
 
 def masked_log_probs(padded: torch.Tensor, mask: torch.Tensor, temperature: float) -> torch.Tensor:
