@@ -17,6 +17,7 @@ from rich.markup import escape
 
 from gagpo_cli import __version__
 from gagpo_cli.errors import UsageError
+from gagpo_cli.prompting import DEFAULT_MEMORY, DEFAULT_TRIALS
 
 app = typer.Typer(
     name="gagpo",
@@ -74,12 +75,20 @@ def eval_command(
     workers: Annotated[int | None, typer.Option(
         help="Environment worker processes, 0: in-process [default: 0, or the run's env.workers]")] = None,
     option: Annotated[list[str] | None, _ENV_OPTION] = None,
+    agent: Annotated[str, typer.Option(
+        help="How a model is prompted: plain (the training prompt), react (a thought, then the action; "
+             "thoughts kept in the history) or reflexion (ReAct, failed tasks retried with self-reflections).")]
+    = "plain",
+    trials: Annotated[int, typer.Option(help="Reflexion: trials per task (the paper's runs: 10).")] = DEFAULT_TRIALS,
+    memory: Annotated[int, typer.Option(
+        help="Reflexion: reflections shown in the prompt, the most recent ones (the paper's: 3).")] = DEFAULT_MEMORY,
 ) -> None:
     """Evaluate a policy on an environment: success rate, score, per task type, speed. A training run as
-    --policy replays the run's own evaluation (its settings fill in every option not given)."""
+    --policy replays the run's own evaluation (its settings fill in every option not given). --agent
+    react | reflexion gives Table 1's prompting rows."""
     from gagpo_cli.evaluate import eval_command as run_eval
 
-    run_eval(env, policy, episodes, split, seed, json_out, workers, option or [])
+    run_eval(env, policy, episodes, split, seed, json_out, workers, option or [], agent, trials, memory)
 
 
 @app.command("play")

@@ -19,6 +19,14 @@ Reported numbers (SPEC section 6), all rates in percent:
 - ``mean_length``: mean number of steps per episode;
 - ``env_steps_per_s``: environment steps / wall time spent inside ``EnvPool.step``.
 A crashed episode (engine failure) counts as a failure and is counted in ``crashed``.
+
+A model policy acts through one of the prompting agents (``--agent``, ``gagpo_cli.prompting``):
+``plain`` (the rollout's prompt), ``react`` (each episode record adds ``steps``: the thought and the
+action of every step) or ``reflexion`` (failed episodes replayed up to ``trials`` times with the last
+``memory`` self-reflections; the record adds ``trials``, one log per trial with its steps and the
+reflection written after it, and the result adds ``per_trial``: success after each trial). The
+result names the agent (``agent``, for model policies) and the model (``model``; ``run`` too when it
+is a trained run), which is how ``gagpo report`` places it among Table 1's prompting rows.
 """
 
 from __future__ import annotations
@@ -37,7 +45,8 @@ from environments.base import Step, score_mode_env_options
 from environments.pool import EnvironmentInfo, EnvPool, TaskSpec
 from gagpo_cli.config import parse_key_value
 from gagpo_cli.errors import UsageError
-from gagpo_cli.policies import AgentPolicy, SlotView, resolve_policy
+from gagpo_cli.policies import BUILTIN_POLICIES, AgentPolicy, SlotView, resolve_policy
+from gagpo_cli.prompting import DEFAULT_MEMORY, DEFAULT_TRIALS, check_agent, check_generates, prompting_agent
 from gagpo_core.atomic import atomic_write_json
 from gagpo_core.plugins import unknown_name_message
 
@@ -97,29 +106,43 @@ def parse_env_options(pairs: list[str]) -> dict[str, Any]:
 def run_episodes(pool: EnvPool, policy: AgentPolicy, specs: list[TaskSpec], batch_size: int = 128,
                  max_steps: int | None = None) -> tuple[list[EpisodeRecord], int, float]:
     """Play ``specs`` with ``policy``: (one record per spec in order, env steps, seconds inside ``step``).
-    An episode ends when done or after ``max_steps`` steps (None: the environment's budget).
+    An episode ends when done or after ``max_steps`` steps (None: the environment's budget)."""
+    views, env_steps, env_seconds = play_episodes(pool, policy, specs, batch_size, max_steps)
+    return [record_of(task_id, view) for (_, task_id, _), view in zip(specs, views, strict=True)], env_steps, env_seconds
+
+
+def play_episodes(pool: EnvPool, policy: AgentPolicy, specs: list[TaskSpec], batch_size: int = 128,
+                  max_steps: int | None = None, memories: list[tuple[str, ...]] | None = None
+                  ) -> tuple[list[SlotView], int, float]:
+    """``run_episodes`` keeping each episode's final view (its whole history): (views in the order of
+    ``specs``, env steps, seconds inside ``step``). ``memories[i]`` becomes episode i's
+    ``SlotView.memory`` (Reflexion's reflections).
 
     On a terminal, bars show finished episodes and the turns of the batch in play (``progress_bar``)."""
     from gagpo_cli.train.progress import progress_bar
 
     max_steps = max_steps or pool.environment_info.max_steps
-    records: list[EpisodeRecord] = []
+    views: list[SlotView] = []
     env_steps, env_seconds = 0, 0.0
     with progress_bar("eval: episodes", len(specs)) as episode_done:
         for start in range(0, len(specs), batch_size):
             batch = specs[start:start + batch_size]
+            memory = memories[start:start + batch_size] if memories is not None else None
             with progress_bar("eval: turns", max_steps) as turn_done:
-                views, steps_taken = _play_batch(pool, policy, batch, max_steps, turn_done, episode_done)
+                done, steps_taken = _play_batch(pool, policy, batch, max_steps, turn_done, episode_done, memory)
+            views += done
             env_steps, env_seconds = env_steps + steps_taken[0], env_seconds + steps_taken[1]
-            records += [record_of(task_id, view) for (_, task_id, _), view in zip(batch, views, strict=True)]
-    return records, env_steps, env_seconds
+    return views, env_steps, env_seconds
 
 
 def _play_batch(pool: EnvPool, policy: AgentPolicy, batch: list[TaskSpec], max_steps: int, turn_done: Any,
-                episode_done: Any) -> tuple[list[SlotView], tuple[int, float]]:
-    """One batch of ``run_episodes``: (final views, (env steps, seconds inside ``step``))."""
+                episode_done: Any, memories: list[tuple[str, ...]] | None = None
+                ) -> tuple[list[SlotView], tuple[int, float]]:
+    """One batch of ``play_episodes``: (final views, (env steps, seconds inside ``step``))."""
     env_steps, env_seconds = 0, 0.0
     views = [SlotView.start(slot, reset) for slot, reset in enumerate(pool.reset(batch))]
+    for view, memory in zip(views, memories or [], strict=False):
+        view.memory = memory
     live = list(range(len(batch)))
     for _ in range(max_steps):
         if not live:
@@ -165,35 +188,79 @@ def summarize(records: list[EpisodeRecord], env_steps: int, env_seconds: float,
 
 def evaluate(env_name: str, policy: AgentPolicy | str, episodes: int, split: str | None = None, seed: int = 0,
              options: dict[str, Any] | None = None, workers: int = 0, *, batch_size: int = 128,
-             max_steps: int | None = None, step_timeout_s: float = 120.0) -> dict[str, Any]:
+             max_steps: int | None = None, step_timeout_s: float = 120.0, agent: str = "plain",
+             trials: int = DEFAULT_TRIALS, memory: int = DEFAULT_MEMORY) -> dict[str, Any]:
     """Evaluate ``policy`` (an ``AgentPolicy`` or a spec for ``resolve_policy``) on ``episodes`` episodes
-    (at most one per task of the split) of at most ``max_steps`` steps (None: the environment's budget).
+    (at most one per task of the split) of at most ``max_steps`` steps (None: the environment's budget),
+    a model acting as the prompting agent ``agent`` (``trials`` and ``memory``: Reflexion's).
 
     Returns the metrics of the module docstring plus ``env``, ``split``, ``policy``, ``seed``,
-    ``workers`` and ``per_episode`` (one dict per episode, in order).
+    ``workers``, for a model ``agent`` and ``model`` (and ``run``), for Reflexion ``trials``, ``memory``
+    and ``per_trial``, and ``per_episode`` (one dict per episode, in order).
     """
     if episodes < 1:
         raise UsageError(f"--episodes must be at least 1, got {episodes}")
     if workers < 0:
         raise UsageError(f"--workers must be 0 (in-process) or more, got {workers}")
-    agent = resolve_policy(policy, seed=seed) if isinstance(policy, str) else policy
-    if getattr(agent, "action_mode", "generate") == "score":  # a ranking policy needs finite action sets
+    check_agent(agent, trials=trials, memory=memory)
+    if isinstance(policy, str):
+        _check_run_generates(policy, agent)  # before loading a model
+        if agent != "plain" and policy in BUILTIN_POLICIES:
+            raise UsageError(f"--agent {agent} prompts a language model; policy '{policy}' is not one "
+                             "(give a model folder, hub id or run directory)")
+    acting = resolve_policy(policy, seed=seed) if isinstance(policy, str) else policy
+    actor = prompting_agent(agent, acting)
+    if getattr(actor, "action_mode", "generate") == "score":  # a ranking policy needs finite action sets
         options = score_mode_env_options(env_name, options)
     with EnvPool(env_name, options, workers=workers, step_timeout_s=step_timeout_s) as pool:
         info = pool.environment_info
         split = choose_split(info, split)
         specs = evaluation_specs(pool, split, episodes, seed)
-        records, env_steps, env_seconds = run_episodes(pool, agent, specs, batch_size, max_steps)
-    result = {"env": env_name, "split": split, "policy": policy if isinstance(policy, str) else agent.name,
+        if agent == "reflexion":
+            from gagpo_cli.prompting.reflexion import run_trials
+
+            records, logs, per_trial, env_steps, env_seconds = run_trials(
+                pool, actor, specs, trials=trials, memory=memory, batch_size=batch_size, max_steps=max_steps)
+        else:
+            views, env_steps, env_seconds = play_episodes(pool, actor, specs, batch_size, max_steps)
+            records = [record_of(task_id, view) for (_, task_id, _), view in zip(specs, views, strict=True)]
+    result = {"env": env_name, "split": split, "policy": policy if isinstance(policy, str) else acting.name,
               "seed": seed, "workers": workers}
+    if hasattr(acting, "model_name"):  # a language model: which agent prompted which model
+        result.update(agent=agent, model=acting.model_name)
+        if getattr(acting, "run", ""):
+            result["run"] = acting.run
+    if agent == "reflexion":
+        result.update(trials=trials, memory=memory, per_trial=per_trial)
     result.update(summarize(records, env_steps, env_seconds, info.task_types))
     result["per_episode"] = [asdict(record) for record in records]
+    if agent == "react":
+        from gagpo_cli.prompting.react import audit_steps
+
+        for entry, view in zip(result["per_episode"], views, strict=True):
+            entry["steps"] = audit_steps(view)
+    elif agent == "reflexion":
+        for entry, log in zip(result["per_episode"], logs, strict=True):
+            entry["trials"] = log
     return result
+
+
+def _check_run_generates(policy: str, agent: str) -> None:
+    """A score-mode run (or bow-mlp) with ``--agent react|reflexion``: the ``UsageError`` before loading."""
+    if agent == "plain" or not Path(policy).exists():
+        return
+    from gagpo_cli.train.agent import run_config
+
+    run = run_config(policy)
+    if run is not None:
+        check_generates(agent, run.rollout.action_mode, run.model.name)
 
 
 def print_report(result: dict[str, Any], console: Console) -> None:
     """Rich tables: the headline metrics, then success per task type."""
-    table = Table(title=f"eval {result['env']} / {result['split']} / policy {result['policy']}", title_justify="left")
+    agent = f" / agent {result['agent']}" if result.get("agent", "plain") != "plain" else ""
+    table = Table(title=f"eval {result['env']} / {result['split']} / policy {result['policy']}{agent}",
+                  title_justify="left")
     table.add_column("metric", style="bold cyan")
     table.add_column("value", justify="right")
     table.add_row("episodes", str(result["episodes"]))
@@ -210,6 +277,14 @@ def print_report(result: dict[str, Any], console: Console) -> None:
     for task_type, rate in result["per_type"].items():
         types.add_row(task_type, str(result["per_type_episodes"][task_type]), f"{rate:.1f}")
     console.print(types)
+    if result.get("per_trial"):
+        trials = Table(title=f"Reflexion: success after each trial (%; last {result['memory']} reflections shown)",
+                       title_justify="left")
+        for column in ("trial", "episodes played", "won in the trial", "success so far (%)"):
+            trials.add_column(column, justify="right")
+        for row in result["per_trial"]:
+            trials.add_row(str(row["trial"]), str(row["played"]), str(row["won"]), f"{row['success_rate']:.1f}")
+        console.print(trials)
     errors = [e["error"] for e in result.get("per_episode", []) if e["crashed"]]
     if errors:
         console.print(f"[yellow]warning:[/yellow] {len(errors)} episode(s) crashed (counted as failures); "
@@ -273,11 +348,13 @@ def _given(value: Any, default: Any) -> Any:
 
 
 def eval_command(env: str | None, policy: str, episodes: int | None, split: str | None, seed: int | None,
-                 json_out: Path | None, workers: int | None, option: list[str]) -> dict[str, Any]:
+                 json_out: Path | None, workers: int | None, option: list[str], agent: str = "plain",
+                 trials: int = DEFAULT_TRIALS, memory: int = DEFAULT_MEMORY) -> dict[str, Any]:
     """What ``gagpo eval`` does: settle the settings (``eval_settings``), evaluate, print the tables, write
     the JSON."""
     from gagpo_cli.train.progress import Heartbeat
 
+    check_agent(agent, trials=trials, memory=memory)  # before anything is loaded
     settings = eval_settings(policy, env, episodes, split, seed, workers, parse_env_options(option))
     console = Console()
     if settings.replaying:
@@ -285,7 +362,8 @@ def eval_command(env: str | None, policy: str, episodes: int | None, split: str 
                       f"seed {settings.seed}, batches of {settings.batch_size}", highlight=False)
     with Heartbeat(f"gagpo eval of {policy} on {settings.env}"):
         result = evaluate(settings.env, policy, settings.episodes, settings.split, settings.seed, settings.options,
-                          settings.workers, batch_size=settings.batch_size, max_steps=settings.max_steps)
+                          settings.workers, batch_size=settings.batch_size, max_steps=settings.max_steps,
+                          agent=agent, trials=trials, memory=memory)
     if result["episodes"] < settings.episodes:
         console.print(f"note: {result['split']} has {result['episodes']} tasks; each was played once", highlight=False)
     print_report(result, console)

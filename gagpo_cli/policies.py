@@ -47,6 +47,8 @@ class SlotView:
     admissible_actions: tuple[str, ...]
     last: Reset | Step
     history: list[tuple[str, str]] = field(default_factory=list)  # (observation, action), oldest first
+    thoughts: list[str] = field(default_factory=list)  # the agent's thought of each step (ReAct agents keep them)
+    memory: tuple[str, ...] = ()  # reflections on earlier trials of this task (Reflexion), oldest first
 
     @classmethod
     def start(cls, slot: int, reset: Reset) -> SlotView:

@@ -27,8 +27,10 @@ class ModelAgent:
 
     def __init__(self, policy: Any, *, name: str, history: int, temperature: float, max_new_tokens: int,
                  seed: int = 0, action_mode: str = "generate", score_norm: str = "token",
-                 list_actions: bool = True) -> None:
+                 list_actions: bool = True, model_name: str = "", run: str = "") -> None:
         self.policy = policy
+        self.model_name = model_name or name  # the language model (a trained run's base model)
+        self.run = run  # the trained run's directory name ('' for a model as it is)
         self.action_mode = action_mode  # score: rank the admissible actions (score_rollout.decide_scores)
         self.score_norm = score_norm
         self.list_actions = list_actions
@@ -39,11 +41,12 @@ class ModelAgent:
         self.generator = torch.Generator().manual_seed(seed)
 
     @classmethod
-    def from_config(cls, policy: Any, cfg: ExperimentConfig, *, name: str, seed: int) -> ModelAgent:
+    def from_config(cls, policy: Any, cfg: ExperimentConfig, *, name: str, seed: int, run: str = "") -> ModelAgent:
         """The agent of an experiment: its history window, token budget and evaluation temperature."""
         return cls(policy, name=name, history=cfg.env.history, temperature=cfg.rollout.eval_temperature,
                    max_new_tokens=cfg.rollout.max_new_tokens, seed=seed, action_mode=cfg.rollout.action_mode,
-                   score_norm=cfg.rollout.score_norm, list_actions=cfg.rollout.list_actions)
+                   score_norm=cfg.rollout.score_norm, list_actions=cfg.rollout.list_actions,
+                   model_name=cfg.model.name, run=run)
 
     def act(self, pool: Any, views: Sequence[SlotView]) -> list[str]:
         """One action text per view (a malformed output is passed on as the environment's no-op)."""
@@ -86,7 +89,8 @@ def load_agent(spec: str, *, seed: int = 0) -> ModelAgent:
         verify_checkpoint(checkpoint)
         policy = load_policy(cfg.model, seed=cfg.train.seed)
         policy.load_weights(checkpoint / "policy")
-        return ModelAgent.from_config(policy, cfg, name=f"{run_dir.name}@{checkpoint.name}", seed=seed)
+        return ModelAgent.from_config(policy, cfg, name=f"{run_dir.name}@{checkpoint.name}", seed=seed,
+                                      run=run_dir.name)
     # A bare model. LoRA mode only to skip the frozen reference copy of full fine-tuning: the fresh
     # adapter's B matrices are zero, so it acts exactly as the model itself.
     cfg = ExperimentConfig(model=ModelConfig(name=spec))
