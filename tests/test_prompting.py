@@ -261,3 +261,55 @@ def test_cli_reflexion_with_a_model_folder_writes_trials_and_reflections(plugin,
     (episode,) = result["per_episode"]
     assert len(result["per_trial"]) == len(episode["trials"]) == (1 if episode["won"] else 2)
     assert all(len(t["steps"]) == t["length"] for t in episode["trials"])
+
+
+# ---------------------------------------------------------------------------- gagpo report
+
+
+def write_eval(path, agent, env, success, score, *, seed=0, model="Qwen/Qwen2.5-1.5B-Instruct", **extra):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    per_type = {"pick": success, "look": success / 2} if env == "alfworld" else {}
+    path.write_text(json.dumps({"env": env, "split": "test", "policy": model, "seed": seed, "agent": agent,
+                                "model": model, "success_rate": success, "score": score, "per_type": per_type,
+                                "episodes": 4, "per_episode": [], **extra}))
+
+
+def test_report_places_prompting_evaluations_as_table1_rows(tmp_path):
+    import yaml
+
+    from gagpo_cli.report.command import build_table
+    from gagpo_cli.report.runs import load_runs
+
+    root = tmp_path / "results"
+    run = root / "grpo-alf" / "s0"
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text(yaml.safe_dump({"estimator": {"name": "grpo"}, "env": {"name": "alfworld"},
+                                                     "model": {"name": "Qwen/Qwen2.5-1.5B-Instruct"},
+                                                     "train": {"seed": 0}}))
+    (run / "eval.json").write_text(json.dumps({"success_rate": 70.0, "score": 70.0, "per_type": {}}))
+    write_eval(run / "react-again.json", "react", "alfworld", 1.0, 1.0)  # inside a run directory: not read
+    write_eval(root / "prompting" / "react-alf-s0.json", "react", "alfworld", 10.0, 10.0, seed=0)
+    write_eval(root / "prompting" / "react-alf-s1.json", "react", "alfworld", 20.0, 20.0, seed=1)
+    write_eval(root / "prompting" / "plain-ws.json", "plain", "webshop", 5.0, 23.0)
+    write_eval(root / "prompting" / "reflexion-ws.json", "reflexion", "webshop", 21.0, 55.0, trials=10, memory=3)
+    write_eval(root / "prompting" / "trained.json", "react", "alfworld", 99.0, 99.0, run="s0")  # a trained run
+    (root / "prompting" / "notes.json").write_text(json.dumps({"anything": 1}))
+    runs, warnings = load_runs([root])
+    assert warnings == [] and len(runs) == 5
+    table = build_table([r for r in runs if r.evaluation], 1, paper=True)
+    measured = [r for r in table.rows if r.kind == "measured"]
+    assert [r.label for r in measured] == ["Qwen2.5-1.5B-Instruct (prompting)", "ReAct", "Reflexion", "GRPO"]
+    react = measured[1]
+    assert react.stats["ALFWorld All"].mean == 15.0 and react.stats["ALFWorld All"].n == 2
+    assert react.stats["ALFWorld Pick"].mean == 15.0 and react.stats["ALFWorld Look"].mean == 7.5
+    assert measured[2].stats["WebShop Score"].mean == 55.0 and measured[0].stats["WebShop Succ."].mean == 5.0
+    published = [r.label for r in table.rows if r.kind == "published" and r.block == "Qwen2.5-1.5B-Instruct"]
+    assert published[:5] == ["GPT-4o (prompting)", "Gemini-2.5-Pro (prompting)", "Qwen2.5 (prompting)", "ReAct",
+                             "Reflexion"]
+    # one file given directly is enough; a corrupt evaluation is named and left out
+    (root / "prompting" / "broken.json").write_text(json.dumps({"agent": "react", "model": "m", "env": "webshop",
+                                                                "success_rate": "high"}))
+    runs, warnings = load_runs([root / "prompting" / "plain-ws.json"])
+    assert [r.config["prompting"]["agent"] for r in runs] == ["plain"] and warnings == []
+    runs, warnings = load_runs([root / "prompting"])
+    assert len(runs) == 4 and len(warnings) == 1 and "broken.json" in warnings[0]

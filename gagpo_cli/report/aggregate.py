@@ -29,8 +29,11 @@ METHOD_LABELS = {
 }
 PEER_METHODS = ("pgpo", "hgpo", "graft", "planpo", "g2po", "graphgpo", "empg")
 GIGPO_LABELS = {"mean_std_norm": "GiGPO (w/ std)", "mean_norm": "GiGPO (w/o std)"}
+# Table 1's prompting rows (GiGPO and GAGPO papers): the model prompted, ReAct, Reflexion (gagpo eval --agent)
+PROMPTING_LABELS = {"react": "ReAct", "reflexion": "Reflexion"}
+PROMPTED = " (prompting)"  # the plain agent's row: "<model> (prompting)"
 # Table 1 order (paper), then Table 2 order (SPEC 4), then the other methods the paper is compared with
-METHOD_ORDER = ["PPO", "RLOO", "GRPO", "GiGPO (w/ std)", "GiGPO (w/o std)", "GAGPO",
+METHOD_ORDER = [*PROMPTING_LABELS.values(), "PPO", "RLOO", "GRPO", "GiGPO (w/ std)", "GiGPO (w/o std)", "GAGPO",
                 *(METHOD_LABELS[n] for n in ("gagpo-lambda0", "gagpo-mc", "gagpo-token-ratio", "gagpo-broadcast",
                                              "gagpo-batch-norm", "gagpo-no-norm")),
                 *(METHOD_LABELS[n] for n in PEER_METHODS)]
@@ -51,7 +54,11 @@ def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def method_label(config: dict[str, Any]) -> str:
-    """PPO, RLOO, GRPO, GiGPO (w/ std | w/o std), GAGPO and its ablations; other names as they are."""
+    """PPO, RLOO, GRPO, GiGPO (w/ std | w/o std), GAGPO and its ablations; other names as they are. A
+    prompting evaluation (``runs.prompting_record``): ``<model> (prompting)``, ``ReAct``, ``Reflexion``."""
+    if "prompting" in config:
+        agent = str(config["prompting"].get("agent"))
+        return PROMPTING_LABELS.get(agent, model_label(config) + (PROMPTED if agent == "plain" else f" ({agent})"))
     estimator = config.get("estimator", {})
     name = str(estimator.get("name", "?"))
     if name == "gigpo":

@@ -1,6 +1,10 @@
 """Finding and reading run directories: any folder holding a ``config.yaml`` beside the trainer's
 records (``metrics.jsonl``, ``eval.json`` or ``checkpoints/``), searched recursively, so a sweep
 folder, several sweeps or single runs can be given in any mix. No sweep file is needed.
+
+Evaluations of a language model by a prompting agent (``gagpo eval --policy MODEL --agent plain |
+react | reflexion --json FILE``: Table 1's prompting rows) are read too: any such JSON file given, or
+found under a folder outside the run directories (``prompting_record``).
 """
 
 from __future__ import annotations
@@ -80,6 +84,38 @@ def find_run_dirs(paths: list[Path]) -> list[Path]:
     return sorted(found)
 
 
+def find_eval_files(paths: list[Path], run_dirs: list[Path]) -> list[Path]:
+    """The ``*.json`` files given in ``paths`` or found under them, outside the ``run_dirs`` (sorted)."""
+    runs = set(run_dirs)
+    found: set[Path] = set()
+    for root in map(Path, paths):
+        files = [root] if root.is_file() and root.suffix == ".json" else sorted(root.rglob("*.json"))
+        found.update(f.resolve() for f in files if not runs.intersection(f.resolve().parents))
+    return sorted(found)
+
+
+def prompting_record(path: Path) -> RunRecord | None:
+    """A ``gagpo eval`` result of a prompting agent (it names ``agent`` and ``model``; a trained run's
+    re-evaluation, which also names its ``run``, is not one) as a run whose config says who it is:
+    ``prompting.agent`` (and Reflexion's ``prompting.trials`` / ``prompting.memory``), ``env.name``,
+    ``env.eval_split``, ``model.name``, ``train.seed`` and ``train.eval_episodes``. None for any other
+    JSON file; a ``ValueError`` for one with an agent but no readable numbers."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(data, dict) or not {"agent", "model", "env"} <= set(data) or data.get("run"):
+        return None
+    evaluation = read_evaluation(path)
+    prompting = {"agent": str(data["agent"])}
+    if data["agent"] == "reflexion":
+        prompting.update(trials=data.get("trials"), memory=data.get("memory"))
+    config = {"prompting": prompting, "env": {"name": data["env"], "eval_split": data.get("split")},
+              "model": {"name": data["model"]},
+              "train": {"seed": data.get("seed", 0), "eval_episodes": data.get("episodes")}}
+    return RunRecord(path, config, evaluation)
+
+
 def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -99,13 +135,22 @@ def read_evaluation(path: Path) -> dict[str, Any]:
 
 
 def load_runs(paths: list[Path]) -> tuple[list[RunRecord], list[str]]:
-    """(every readable run, warning lines). A run with a corrupt ``eval.json`` or ``config.yaml`` is
-    left out with a warning naming it; no run directory at all is a ``UsageError``."""
+    """(every readable run and prompting evaluation, warning lines). A run with a corrupt ``eval.json``
+    or ``config.yaml`` is left out with a warning naming it; nothing at all is a ``UsageError``."""
     dirs = find_run_dirs(paths)
-    if not dirs:
-        raise UsageError(f"no runs found in {', '.join(str(p) for p in paths)} "
-                         "(a run directory holds config.yaml and metrics.jsonl / eval.json)")
     runs, warnings = [], []
+    for path in find_eval_files(paths, dirs):
+        try:
+            record = prompting_record(path)
+        except ValueError as exc:
+            warnings.append(f"{exc}; evaluation skipped")
+            continue
+        if record is not None:
+            runs.append(record)
+    if not dirs and not runs:
+        raise UsageError(f"no runs found in {', '.join(str(p) for p in paths)} "
+                         "(a run directory holds config.yaml and metrics.jsonl / eval.json; a prompting "
+                         "evaluation is the JSON of gagpo eval --agent ... --json FILE)")
     for run_dir in dirs:
         try:
             config = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))

@@ -21,6 +21,7 @@ from gagpo_cli.errors import UsageError
 from gagpo_cli.report.aggregate import (
     METHOD_LABELS,
     METHOD_ORDER,
+    PROMPTED,
     Stat,
     env_name,
     flatten,
@@ -131,7 +132,10 @@ class ReportTable:
 
 
 def _order(label: str) -> tuple[int, str]:
+    """Table 1's order: the prompted model, ReAct, Reflexion, the RL methods, then the rest."""
     method = label.split(" [", 1)[0]
+    if method.endswith(PROMPTED):
+        return (-1, label)
     return (METHOD_ORDER.index(method) if method in METHOD_ORDER else len(METHOD_ORDER), label)
 
 
