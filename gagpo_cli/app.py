@@ -82,13 +82,16 @@ def eval_command(
     trials: Annotated[int, typer.Option(help="Reflexion: trials per task (the paper's runs: 10).")] = DEFAULT_TRIALS,
     memory: Annotated[int, typer.Option(
         help="Reflexion: reflections shown in the prompt, the most recent ones (the paper's: 3).")] = DEFAULT_MEMORY,
+    engine: Annotated[str | None, typer.Option(
+        help="Generate a model's answers with this rollout engine: hf, vllm or auto (vllm where usable) "
+             "[default: the model's own transformers generation]")] = None,
 ) -> None:
     """Evaluate a policy on an environment: success rate, score, per task type, speed. A training run as
     --policy replays the run's own evaluation (its settings fill in every option not given). --agent
     react | reflexion gives Table 1's prompting rows."""
     from gagpo_cli.evaluate import eval_command as run_eval
 
-    run_eval(env, policy, episodes, split, seed, json_out, workers, option or [], agent, trials, memory)
+    run_eval(env, policy, episodes, split, seed, json_out, workers, option or [], agent, trials, memory, engine)
 
 
 @app.command("play")

@@ -189,10 +189,13 @@ def summarize(records: list[EpisodeRecord], env_steps: int, env_seconds: float,
 def evaluate(env_name: str, policy: AgentPolicy | str, episodes: int, split: str | None = None, seed: int = 0,
              options: dict[str, Any] | None = None, workers: int = 0, *, batch_size: int = 128,
              max_steps: int | None = None, step_timeout_s: float = 120.0, agent: str = "plain",
-             trials: int = DEFAULT_TRIALS, memory: int = DEFAULT_MEMORY) -> dict[str, Any]:
+             trials: int = DEFAULT_TRIALS, memory: int = DEFAULT_MEMORY, engine: str | None = None
+             ) -> dict[str, Any]:
     """Evaluate ``policy`` (an ``AgentPolicy`` or a spec for ``resolve_policy``) on ``episodes`` episodes
     (at most one per task of the split) of at most ``max_steps`` steps (None: the environment's budget),
-    a model acting as the prompting agent ``agent`` (``trials`` and ``memory``: Reflexion's).
+    a model acting as the prompting agent ``agent`` (``trials`` and ``memory``: Reflexion's) and
+    generating with its own ``Policy.generate`` or, when ``engine`` is given, that rollout engine
+    (``hf``, ``vllm``, ``auto``; generate mode).
 
     Returns the metrics of the module docstring plus ``env``, ``split``, ``policy``, ``seed``,
     ``workers``, for a model ``agent`` and ``model`` (and ``run``), for Reflexion ``trials``, ``memory``
@@ -208,7 +211,17 @@ def evaluate(env_name: str, policy: AgentPolicy | str, episodes: int, split: str
         if agent != "plain" and policy in BUILTIN_POLICIES:
             raise UsageError(f"--agent {agent} prompts a language model; policy '{policy}' is not one "
                              "(give a model folder, hub id or run directory)")
+    if engine is not None:
+        from gagpo_cli.train.engines import check_engine
+
+        check_engine(engine)
+        if isinstance(policy, str) and policy in BUILTIN_POLICIES:
+            raise UsageError(f"--engine generates a language model's answers; policy '{policy}' is not one")
     acting = resolve_policy(policy, seed=seed) if isinstance(policy, str) else policy
+    if engine is not None and hasattr(acting, "policy"):
+        from gagpo_cli.train.agent import with_engine
+
+        acting = with_engine(acting, engine)
     actor = prompting_agent(agent, acting)
     if getattr(actor, "action_mode", "generate") == "score":  # a ranking policy needs finite action sets
         options = score_mode_env_options(env_name, options)
@@ -349,7 +362,8 @@ def _given(value: Any, default: Any) -> Any:
 
 def eval_command(env: str | None, policy: str, episodes: int | None, split: str | None, seed: int | None,
                  json_out: Path | None, workers: int | None, option: list[str], agent: str = "plain",
-                 trials: int = DEFAULT_TRIALS, memory: int = DEFAULT_MEMORY) -> dict[str, Any]:
+                 trials: int = DEFAULT_TRIALS, memory: int = DEFAULT_MEMORY, engine: str | None = None
+                 ) -> dict[str, Any]:
     """What ``gagpo eval`` does: settle the settings (``eval_settings``), evaluate, print the tables, write
     the JSON."""
     from gagpo_cli.train.progress import Heartbeat
@@ -363,7 +377,7 @@ def eval_command(env: str | None, policy: str, episodes: int | None, split: str 
     with Heartbeat(f"gagpo eval of {policy} on {settings.env}"):
         result = evaluate(settings.env, policy, settings.episodes, settings.split, settings.seed, settings.options,
                           settings.workers, batch_size=settings.batch_size, max_steps=settings.max_steps,
-                          agent=agent, trials=trials, memory=memory)
+                          agent=agent, trials=trials, memory=memory, engine=engine)
     if result["episodes"] < settings.episodes:
         console.print(f"note: {result['split']} has {result['episodes']} tasks; each was played once", highlight=False)
     print_report(result, console)

@@ -218,6 +218,23 @@ def test_score_mode_and_models_without_text_are_refused():
         prompting_agent("reflexion", agent)
 
 
+def test_engine_hf_acts_exactly_as_the_models_own_generation():
+    from gagpo_cli.train.agent import with_engine
+
+    pool = EnvPool.from_environment(CorridorEnvironment())
+    specs = evaluation_specs(pool, "test", 2, seed=0)
+    make = lambda: ModelAgent(tiny_policy(), name="tiny", history=2, temperature=0.4, max_new_tokens=8,  # noqa: E731
+                              seed=0, model_name="tiny")
+    own, _, _ = run_episodes(pool, ReactAgent(make()), specs, max_steps=3)
+    agent = with_engine(make(), "hf")
+    assert agent.policy.name == "hf"
+    through_engine, _, _ = run_episodes(pool, ReactAgent(agent), specs, max_steps=3)
+    assert through_engine == own
+    agent.action_mode = "score"
+    with pytest.raises(UsageError, match="--engine vllm: this run ranks admissible actions"):
+        with_engine(agent, "vllm")
+
+
 @pytest.fixture(scope="module")
 def tiny_folder(tmp_path_factory):
     folder = tmp_path_factory.mktemp("models") / "Tiny-Instruct"
@@ -241,12 +258,25 @@ def score_run(tmp_path_factory):
     (["--agent", "reflexion", "--trials", "0"], "--trials must be at least 1, got 0"),
     (["--agent", "reflexion", "--memory", "-1"], "--memory must be 0 or more, got -1"),
     (["--agent", "react", "--policy", "SCORE_RUN"], "bow-mlp only ranks admissible actions: use --agent plain"),
+    (["--engine", "hf"], "--engine generates a language model's answers; policy 'expert' is not one"),
+    (["--engine", "vlm", "--policy", "SCORE_RUN"], "rollout.engine must be one of auto, hf, vllm, got 'vlm'"),
 ])
 def test_cli_bad_agent_input_is_one_line_exit_2(plugin, score_run, args, expected):
     args = [str(score_run) if a == "SCORE_RUN" else a for a in args]
     proc = run_gagpo(["eval", "--env", "corridor", *args], plugin)
     assert proc.returncode == 2, proc.stderr
     assert expected in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_cli_engine_vllm_without_vllm_names_the_setup_line(plugin, tiny_folder):
+    from gagpo_cli.train.engines import VLLM_SETUP, vllm_problem
+
+    if vllm_problem() is None:
+        pytest.skip("vLLM is installed here")
+    proc = run_gagpo(["eval", "--env", "corridor", "--policy", str(tiny_folder), "--agent", "react",
+                      "--engine", "vllm"], plugin)
+    assert proc.returncode == 2 and VLLM_SETUP in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 

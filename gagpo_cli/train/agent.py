@@ -59,6 +59,21 @@ class ModelAgent:
         return [d.sent for d in decisions]
 
 
+def with_engine(agent: ModelAgent, requested: str) -> ModelAgent:
+    """``agent`` generating through the rollout engine ``requested`` (``hf``, ``vllm`` or ``auto``:
+    ``engines.choose_engine``) instead of its policy's own generation; the engine is synced to the
+    loaded weights (a trained run's). Score mode ranks with the policy itself: a ``UsageError``."""
+    from gagpo_cli.train.engines import open_engine
+
+    if agent.action_mode == "score":
+        raise UsageError(f"--engine {requested}: this run ranks admissible actions (rollout.action_mode=score) "
+                         "with the policy itself; leave --engine out")
+    engine = open_engine(requested, agent.policy, agent.model_name)
+    engine.sync()
+    agent.policy = engine
+    return agent
+
+
 def _run_and_checkpoint(path: Path) -> tuple[Path, Path]:
     """(run directory, checkpoint folder) for a run directory or one of its checkpoints."""
     if (path / MANIFEST).is_file():
