@@ -159,15 +159,52 @@ def test_the_update_moves_the_chosen_action_with_its_advantage():
     assert after[1] > before[1] and after[2] < before[2]
 
 
-def test_skipping_zero_advantages_leaves_those_rows_out():
+def test_skipping_zero_advantages_leaves_those_rows_out_only_without_entropy_kl_and_critic():
     policy = FeaturisedPolicy(seed=0)
     samples = _samples()
     for s in samples[:5]:
         s.advantage = 0.0
-    skip = ScoreUpdater(policy, get_estimator("gagpo"), OptimConfig(lr=0.0, skip_zero_advantage=True))
+    bare = {"lr": 0.0, "skip_zero_advantage": True, "entropy_coef": 0.0, "kl_coef": 0.0}
+    skip = ScoreUpdater(policy, get_estimator("gagpo"), OptimConfig(**bare))
     assert skip.update(samples)["actor/update_rows"] == 7
-    keep = ScoreUpdater(policy, get_estimator("gagpo"), OptimConfig(lr=0.0))
-    assert keep.update(samples)["actor/update_rows"] == 12
+    for estimator, change in (("gagpo", {"entropy_coef": 0.001}), ("gagpo", {"kl_coef": 0.01}), ("ppo", {})):
+        keep = ScoreUpdater(policy, get_estimator(estimator), OptimConfig(**{**bare, **change}))
+        assert keep.update(samples)["actor/update_rows"] == 12  # those rows have entropy, KL or value terms
+
+
+def _dual_clip_steps(estimator: str, dual_clip: float) -> tuple[list[torch.Tensor], dict[str, float]]:
+    """Two optimizer steps (optim.mini_batches=2) on two rows of one state that chose the same action:
+    step 1 (advantage +5) makes it likely, step 2 (advantage -0.5) then sees a ratio far above 3.
+    Returns each step's gradient norm and the metrics."""
+    policy = FeaturisedPolicy(seed=0)
+    cfg = OptimConfig(lr=0.5, weight_decay=0.0, kl_coef=0.0, entropy_coef=0.0, grad_clip=1e9, mini_batches=2,
+                      dual_clip=dual_clip)
+    updater = ScoreUpdater(policy, get_estimator(estimator), cfg)
+    inp = ScoreInput("alfworld", "put some bowl on shelf", "You see a table.", [], 0,
+                     ("take bowl 1 from table 1", "go to shelf 2", "open drawer 3", "look", "inventory",
+                      "examine cabinet 4"))
+    norms, step = [], updater.optimizer.step
+
+    def capture(*args, **kwargs):
+        norms.append(torch.cat([p.grad.reshape(-1) for p in updater.params]).norm())
+        return step(*args, **kwargs)
+
+    updater.optimizer.step = capture
+    metrics = updater.update([ScoreSample(inp, 0, advantage=5.0), ScoreSample(inp, 0, advantage=-0.5)])
+    return norms, metrics
+
+
+def test_score_mode_token_ratio_keeps_the_dual_clip():
+    """One ratio per action: a token-ratio estimator gets verl's dual clip on it (the bounded loss of a
+    negative-advantage action whose ratio grew has no gradient); the sequence ratio has none."""
+    norms, metrics = _dual_clip_steps("gagpo-token-ratio", 3.0)
+    assert norms[0] > 0 and norms[1] == 0  # step 2: ratio > 3 on a negative advantage, the bound binds
+    assert metrics["actor/dual_clipfrac"] == pytest.approx(0.5)  # that row, in one of the two steps
+    assert metrics["actor/ratio_mean"] > 1.0 + 2.0 / 2  # mean over steps of 1 and (> 3)
+    unbounded, metrics = _dual_clip_steps("gagpo-token-ratio", 1e9)
+    assert unbounded[1] > 0 and metrics["actor/dual_clipfrac"] == 0.0
+    sequence, metrics = _dual_clip_steps("gagpo", 3.0)
+    assert sequence[1] > 0 and "actor/dual_clipfrac" not in metrics
 
 
 # ---------------------------------------------------------------------------- the rollout

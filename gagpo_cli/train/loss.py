@@ -139,13 +139,17 @@ class LossShares:
 def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tensor | None,
                 entropy: torch.Tensor | None, advantages: torch.Tensor, mask: torch.Tensor, *, ratio_mode: str,
                 loss_agg: str, denom: Denominators, clip_low: float, clip_high: float, dual_clip: float,
-                kl_coef: float, entropy_coef: float, kl_entropy_agg: str = TOKEN_MEAN) -> LossShares:
+                kl_coef: float, entropy_coef: float, kl_entropy_agg: str = TOKEN_MEAN,
+                metric_denom: Denominators | None = None) -> LossShares:
     """Total actor loss share: pg + kl_coef * KL_k3 - entropy_coef * H.
 
     pg is aggregated by ``loss_agg`` (the estimator's); KL and entropy by ``kl_entropy_agg``
     (``token-mean`` as verl's default ``loss_agg_mode``, ``seq-mean-token-mean``, or ``policy`` =
     ``loss_agg``); clip fractions per token. ``ratio_mean`` and ``approx_kl`` (k3 of old vs new) use
-    ``loss_agg``.
+    ``loss_agg``. The loss and pg, KL and clip-fraction metrics divide by ``denom``; ``metric_denom``
+    (default ``denom``) counts the rows actually passed when rows with a zero advantage were left out
+    (``update.skips_zero_advantage``: their pg term, clip fractions and KL term are exactly 0), and the
+    entropy, ``ratio_mean`` and ``approx_kl`` metrics are means over those rows.
     """
     if kl_entropy_agg not in KL_ENTROPY_AGGS:
         raise ValueError(f"unknown KL/entropy aggregation '{kl_entropy_agg}'; valid: {', '.join(KL_ENTROPY_AGGS)}")
@@ -157,8 +161,10 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tens
     else:
         raise ValueError(f"unknown ratio mode '{ratio_mode}'; valid: {', '.join(RATIO_MODES)}")
 
-    def agg(x: torch.Tensor, mode: str = loss_agg) -> torch.Tensor:
-        return aggregate(x, mask, mode, denom)
+    def agg(x: torch.Tensor, mode: str = loss_agg, counts: Denominators = denom) -> torch.Tensor:
+        return aggregate(x, mask, mode, counts)
+
+    seen = metric_denom if metric_denom is not None else denom
 
     pg = agg(terms.loss)
     loss = pg
@@ -171,10 +177,12 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tens
         ent = agg(entropy, side_agg)
         loss = loss - entropy_coef * ent
     with torch.no_grad():
-        return LossShares(loss=loss, pg_loss=pg.item(), kl=kl.item(), entropy=ent.item(),
+        ent_mean = ent if seen == denom or entropy is None else agg(entropy, side_agg, seen)
+        return LossShares(loss=loss, pg_loss=pg.item(), kl=kl.item(), entropy=ent_mean.item(),
                           clipfrac=agg(terms.clipped, TOKEN_MEAN).item(),
                           dual_clipfrac=agg(terms.dual_clipped, TOKEN_MEAN).item(),
-                          ratio_mean=agg(terms.ratio).item(), approx_kl=agg(k3_kl(logp, old_logp)).item())
+                          ratio_mean=agg(terms.ratio, counts=seen).item(),
+                          approx_kl=agg(k3_kl(logp, old_logp), counts=seen).item())
 
 
 def clipped_value_loss(values: torch.Tensor, old_values: torch.Tensor, targets: torch.Tensor,

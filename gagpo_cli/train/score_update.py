@@ -8,22 +8,23 @@ Same steps and metric names as ``update.Updater`` (generate mode), with one "tok
    weights, so its detached log-probs ARE the old ones).
 3. Each epoch, each of the ``mini_batches`` mini-batches (``update.split_mini_batches``), one optimizer
    step: log pi(a | s) over the step's whole candidate set (with grad), the clipped surrogate of
-   ``loss.policy_loss`` in ``sequence`` ratio mode with a (B, 1) mask (rho_a = pi(a|s) / pi_old(a|s)),
-   exact entropy H(pi(.|s)) and exact KL(pi(.|s) || pi_ref(.|s)) (replacing the k3 estimate), each
-   divided by the mini-batch's counts so that summing the micro-batch shares gives its gradient.
-   ``ppo``'s critic reads ``ScoreOutput.state``.
+   ``loss.policy_loss`` in the estimator's ratio mode with a (B, 1) mask, one unit per action (rho_a =
+   pi(a|s) / pi_old(a|s); ``token``: verl's per-token PPO loss on that one unit, its log-ratio clamped to
+   [-20, 20] and the dual clip ``optim.dual_clip`` bounding the loss of a negative-advantage action whose
+   ratio grew, which binds once the weights moved: several epochs or mini-batches; ``sequence``: the
+   GSPO form, clamped above at 10, no dual clip), exact entropy H(pi(.|s)) and exact KL(pi(.|s) ||
+   pi_ref(.|s)) (replacing the k3 estimate), each divided by the mini-batch's counts (every row, also
+   those ``update.skips_zero_advantage`` leaves out) so that summing the micro-batch shares gives its
+   gradient. ``ppo``'s critic reads ``ScoreOutput.state``.
 4. ``actor/rollout_probs_diff_max`` / ``_mean``: |pi_old(a|s) - pi_rollout(a|s)| over the rows, the
    gap between the probability the rollout sampled with and the one the update starts from (the same
    weights; bf16 rounding and batch layout make it non-zero), as verl's ``rollout_probs_diff``.
 Under torchrun each rank trains on its own rows with the whole batch's counts and the gradients are
 summed before every step (the contract of ``distributed.py``), so N processes update as one.
-The token-ratio ablation has no separate meaning with one unit per action: it is treated as the
-sequence ratio (said once on stderr).
 """
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass
 
@@ -47,9 +48,8 @@ from gagpo_cli.train.update import (
     plan_micro_batches,
     plan_steps,
     probs_diff_metrics,
+    skips_zero_advantage,
 )
-
-_said_token_ratio = False
 
 
 @dataclass
@@ -63,14 +63,6 @@ class ScoreSample:
     rollout_logp: float | None = None  # log pi(choice | s) the rollout sampled with (step 4)
 
 
-def _say_token_ratio_once() -> None:
-    global _said_token_ratio
-    if not _said_token_ratio:
-        _said_token_ratio = True
-        print("note: score mode has one unit per action; the token-level ratio is treated as the sequence ratio",
-              file=sys.stderr, flush=True)
-
-
 class ScoreUpdater(UpdaterState):
     """Trains an ``ActionScorer`` policy; the same surface as ``update.Updater``."""
 
@@ -79,8 +71,7 @@ class ScoreUpdater(UpdaterState):
         self.norm = scoring.check_norm(norm)
         super().__init__(policy, estimator, cfg, dist)  # loss_agg: identical aggregates here, one unit per action
         self.temperature = temperature
-        if estimator.ratio_mode == "token":
-            _say_token_ratio_once()
+        self.ratio_mode = estimator.ratio_mode
 
     # ------------------------------------------------------------------------------ helpers
 
@@ -124,16 +115,21 @@ class ScoreUpdater(UpdaterState):
         cfg = self.cfg
         if self.critic is not None and any(s.value_target is None for s in samples):
             raise ValueError("this estimator needs a critic: every ScoreSample needs a value_target")
-        rows = [i for i, s in enumerate(samples) if s.score_input is not None  # skipping: without a critic only
-                and not (cfg.skip_zero_advantage and s.advantage == 0.0 and self.critic is None)]
+        rows = [i for i, s in enumerate(samples) if s.score_input is not None]
         if not rows and not self.dist.enabled:
             return {"timing/update_s": time.perf_counter() - start, "actor/update_rows": 0.0}
+        skip = skips_zero_advantage(cfg, self.critic is not None)
 
-        def global_counts(mini: list[int]) -> Denominators | None:  # all ranks agree: the counts are global
-            n = int(sum_counts([len(mini)], self.dist)[0])
-            return Denominators(actions=n, tokens=n) if n else None
+        def computed(mini: list[int]) -> list[int]:  # the rows a gradient pass reads
+            return [i for i in mini if not (skip and samples[i].advantage == 0.0)]
 
-        plan, steps = plan_steps(rows, cfg.mini_batches, lambda mini: self._plan(samples, mini), global_counts)
+        def global_counts(mini: list[int]) -> tuple[Denominators, Denominators] | None:
+            """(the loss's denominators: every row, the metrics' means: the rows computed); all ranks agree."""
+            n, seen = (int(c) for c in sum_counts([len(mini), len(computed(mini))], self.dist))
+            return (Denominators(actions=n, tokens=n), Denominators(actions=seen, tokens=seen)) if n else None
+
+        plan, steps = plan_steps(rows, cfg.mini_batches, lambda mini: self._plan(samples, computed(mini)),
+                                 global_counts)
         if not steps:  # no rank has a row to train on
             return {"timing/update_s": time.perf_counter() - start, "actor/update_rows": 0.0}
         device = self.policy.device
@@ -162,7 +158,7 @@ class ScoreUpdater(UpdaterState):
 
         with progress_bar("update: micro-batches", total=cfg.epochs * len(plan)) as advance:
             for epoch in range(cfg.epochs):
-                for members, denom in steps:
+                for members, (denom, seen) in steps:
                     for k in members:
                         group = plan[k]
                         with self.policy.train_mode():
@@ -173,9 +169,9 @@ class ScoreUpdater(UpdaterState):
                             start_logps[k] = old
                         ent = scoring.entropy(logp_all)[:, None]  # exact over the categorical
                         shares = policy_loss(
-                            logp, old, None, ent, advantages[k], masks[k], ratio_mode="sequence",
+                            logp, old, None, ent, advantages[k], masks[k], ratio_mode=self.ratio_mode,
                             loss_agg=self.loss_agg, denom=denom, clip_low=cfg.clip_low, clip_high=cfg.clip_high,
-                            dual_clip=cfg.dual_clip, kl_coef=0.0, entropy_coef=cfg.entropy_coef)
+                            dual_clip=cfg.dual_clip, kl_coef=0.0, entropy_coef=cfg.entropy_coef, metric_denom=seen)
                         loss = shares.loss
                         kl_value = 0.0
                         if ref_logps is not None:  # exact KL(pi || pi_ref) in place of the k3 estimate
@@ -186,6 +182,8 @@ class ScoreUpdater(UpdaterState):
                         loss.backward()
                         for key in ("pg_loss", "entropy", "clipfrac", "ratio_mean", "approx_kl"):
                             add(f"actor/{key}", getattr(shares, key))
+                        if self.ratio_mode == "token":
+                            add("actor/dual_clipfrac", shares.dual_clipfrac)
                         add("actor/kl", kl_value)
                         if self.critic is not None:
                             self._value_loss_share(state, old_values[k] if old_values is not None else None,
@@ -193,11 +191,11 @@ class ScoreUpdater(UpdaterState):
                         advance()
                     self._optimizer_step(add)  # gradients summed over ranks first
 
-        sums["actor/update_rows"] = float(len(rows))
+        sums["actor/update_rows"] = float(sum(len(g) for g in plan))  # the rows computed
         sums = combine_over_ranks(sums, self.dist)
         sums.update(probs_diff_metrics(_rollout_probs_diff(samples, plan, start_logps), self.dist))
         elapsed = time.perf_counter() - start
-        units = sum(self.policy.score_cost(samples[i].score_input) for i in rows)
+        units = sum(self.policy.score_cost(samples[i].score_input) for g in plan for i in g)
         sums.update({
             "actor/lr": cfg.lr,
             "perf/tokens_per_s": units * cfg.epochs / elapsed,

@@ -25,6 +25,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -42,6 +43,8 @@ from gagpo_cli.train.loss import (
 )
 from gagpo_cli.train.policy import MicroBatch, Policy
 from gagpo_cli.train.records import progress_bar
+
+D = TypeVar("D")
 
 
 @dataclass
@@ -80,15 +83,14 @@ def split_mini_batches(rows: list[int], mini_batches: int) -> list[list[int]]:
 
 
 def plan_steps(rows: list[int], mini_batches: int, plan: Callable[[list[int]], list[list[int]]],
-               denominators: Callable[[list[int]], Denominators | None]
-               ) -> tuple[list[list[int]], list[tuple[list[int], Denominators]]]:
+               denominators: Callable[[list[int]], D | None]) -> tuple[list[list[int]], list[tuple[list[int], D]]]:
     """The optimizer steps of one epoch: ``rows`` dealt into ``mini_batches`` mini-batches
-    (``split_mini_batches``); each is planned into micro-batches by ``plan`` (rows -> groups of rows)
-    and gets the loss ``denominators`` it returns (None: no step for it; called for every mini-batch,
-    so it may be a collective). Returns (every micro-batch, per step: (its micro-batches' indices in
-    that list, its denominators))."""
+    (``split_mini_batches``); each is planned into micro-batches by ``plan`` (rows -> groups of the rows
+    to compute, possibly none) and gets the loss ``denominators`` it returns for all its rows (None: no
+    step for it; called for every mini-batch, so it may be a collective). Returns (every micro-batch,
+    per step: (its micro-batches' indices in that list, its denominators))."""
     micro: list[list[int]] = []
-    steps: list[tuple[list[int], Denominators]] = []
+    steps: list[tuple[list[int], D]] = []
     for mini in split_mini_batches(rows, mini_batches):
         denom = denominators(mini)
         if denom is None:
@@ -97,6 +99,14 @@ def plan_steps(rows: list[int], mini_batches: int, plan: Callable[[list[int]], l
         steps.append((list(range(len(micro), len(micro) + len(groups))), denom))
         micro += groups
     return micro, steps
+
+
+def skips_zero_advantage(cfg: OptimConfig, has_critic: bool) -> bool:
+    """Whether ``optim.skip_zero_advantage`` may leave rows whose advantage is exactly 0 out of the
+    gradient passes: only when nothing but the policy-gradient term reads them (entropy_coef = kl_coef =
+    0, no critic). Their clipped surrogate is exactly 0 with a zero gradient, and the denominators count
+    them all the same, so the gradient is the one of the whole batch (up to float rounding)."""
+    return cfg.skip_zero_advantage and cfg.entropy_coef == 0 and cfg.kl_coef == 0 and not has_critic
 
 
 def needs_old_pass(cfg: OptimConfig) -> bool:
@@ -169,6 +179,9 @@ class UpdaterState:
         """Sum the accumulated gradients over ranks (= the one-process gradient), clip the policy's (norm
         reported before clipping), step, and step the critic."""
         critic_params = list(self.critic.head.parameters()) if self.critic is not None else []
+        for p in self.params:  # a step whose rows were all skipped (skips_zero_advantage) has a zero gradient
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
         all_reduce_grads(self.params + critic_params, self.dist)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.grad_clip)
         self.optimizer.step()
@@ -266,18 +279,26 @@ class Updater(UpdaterState):
         cfg, policy = self.cfg, self.policy
         if self.critic is not None and any(s.value_target is None for s in samples):
             raise ValueError("this estimator needs a critic: every StepSample needs a value_target")
-        rows = [i for i, s in enumerate(samples) if s.response_ids  # optim.skip_zero_advantage: no critic only
-                and not (cfg.skip_zero_advantage and self.critic is None and s.advantage == 0.0)]
+        rows = [i for i, s in enumerate(samples) if s.response_ids]
         if not rows and not self.dist.enabled:
             return {"timing/update_s": time.perf_counter() - start}
+        skip = skips_zero_advantage(cfg, self.critic is not None)
+
+        def computed(mini: list[int]) -> list[int]:  # the rows a gradient pass reads
+            return [i for i in mini if not (skip and samples[i].advantage == 0.0)]
 
         def micro_batches(mini: list[int]) -> list[list[int]]:
+            mini = computed(mini)
             lengths = [len(samples[i].prompt_ids) + len(samples[i].response_ids) for i in mini]
             return [[mini[j] for j in group] for group in plan_micro_batches(lengths, cfg.token_budget)]
 
-        def global_counts(mini: list[int]) -> Denominators | None:  # all ranks agree: the counts are global
-            counts = sum_counts([len(mini), sum(len(samples[i].response_ids) for i in mini)], self.dist)
-            return Denominators(actions=int(counts[0]), tokens=int(counts[1])) if counts[0] else None
+        def global_counts(mini: list[int]) -> tuple[Denominators, Denominators] | None:
+            """(the loss's denominators: every row, the metrics' means: the rows computed); all ranks agree."""
+            seen = computed(mini)
+            counts = sum_counts([len(mini), sum(len(samples[i].response_ids) for i in mini),
+                                 len(seen), sum(len(samples[i].response_ids) for i in seen)], self.dist)
+            return (Denominators(actions=int(counts[0]), tokens=int(counts[1])),
+                    Denominators(actions=int(counts[2]), tokens=int(counts[3]))) if counts[0] else None
 
         plan, steps = plan_steps(rows, cfg.mini_batches, micro_batches, global_counts)  # step 1
         if not steps:  # no rank has a row with a response
@@ -304,7 +325,7 @@ class Updater(UpdaterState):
 
         with progress_bar("update: micro-batches", total=cfg.epochs * len(batches)) as advance:
             for epoch in range(cfg.epochs):  # step 4
-                for members, denom in steps:
+                for members, (denom, seen) in steps:
                     for k in members:
                         mb = batches[k]
                         with policy.train_mode():
@@ -317,7 +338,8 @@ class Updater(UpdaterState):
                             out.logprobs, old, ref_logps[k] if ref_logps is not None else None, out.entropy,
                             advantages[k], mb.response_mask, ratio_mode=self.ratio_mode, loss_agg=self.loss_agg,
                             denom=denom, clip_low=cfg.clip_low, clip_high=cfg.clip_high, dual_clip=cfg.dual_clip,
-                            kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef, kl_entropy_agg=cfg.kl_entropy_agg)
+                            kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef, kl_entropy_agg=cfg.kl_entropy_agg,
+                            metric_denom=seen)
                         shares.loss.backward()
                         for key in ("pg_loss", "kl", "entropy", "clipfrac", "ratio_mean", "approx_kl"):
                             add(f"actor/{key}", getattr(shares, key))
