@@ -77,11 +77,14 @@ def eval_command(
     option: Annotated[list[str] | None, _ENV_OPTION] = None,
     agent: Annotated[str, typer.Option(
         help="How a model is prompted: plain (the training prompt), react (a thought, then the action; "
-             "thoughts kept in the history) or reflexion (ReAct, failed tasks retried with self-reflections).")]
+             "thoughts kept in the history) or reflexion (ReAct, failed tasks retried with "
+             "self-reflections).")]
     = "plain",
-    trials: Annotated[int, typer.Option(help="Reflexion: trials per task (the paper's runs: 10).")] = DEFAULT_TRIALS,
+    trials: Annotated[int, typer.Option(
+        help="Reflexion: trials per task (the paper's runs: 10).")] = DEFAULT_TRIALS,
     memory: Annotated[int, typer.Option(
-        help="Reflexion: reflections shown in the prompt, the most recent ones (the paper's: 3).")] = DEFAULT_MEMORY,
+        help="Reflexion: reflections shown in the prompt, the most recent ones (the paper's: 3).")
+    ] = DEFAULT_MEMORY,
     engine: Annotated[str | None, typer.Option(
         help="Generate a model's answers with this rollout engine: hf, vllm or auto (vllm where usable) "
              "[default: the model's own transformers generation]")] = None,
@@ -91,7 +94,8 @@ def eval_command(
     react | reflexion gives Table 1's prompting rows."""
     from gagpo_cli.evaluate import eval_command as run_eval
 
-    run_eval(env, policy, episodes, split, seed, json_out, workers, option or [], agent, trials, memory, engine)
+    run_eval(env, policy, episodes, split, seed, json_out, workers, option or [], agent, trials, memory,
+             engine)
 
 
 @app.command("play")

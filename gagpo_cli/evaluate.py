@@ -108,7 +108,8 @@ def run_episodes(pool: EnvPool, policy: AgentPolicy, specs: list[TaskSpec], batc
     """Play ``specs`` with ``policy``: (one record per spec in order, env steps, seconds inside ``step``).
     An episode ends when done or after ``max_steps`` steps (None: the environment's budget)."""
     views, env_steps, env_seconds = play_episodes(pool, policy, specs, batch_size, max_steps)
-    return [record_of(task_id, view) for (_, task_id, _), view in zip(specs, views, strict=True)], env_steps, env_seconds
+    records = [record_of(task_id, view) for (_, task_id, _), view in zip(specs, views, strict=True)]
+    return records, env_steps, env_seconds
 
 
 def play_episodes(pool: EnvPool, policy: AgentPolicy, specs: list[TaskSpec], batch_size: int = 128,
@@ -129,7 +130,8 @@ def play_episodes(pool: EnvPool, policy: AgentPolicy, specs: list[TaskSpec], bat
             batch = specs[start:start + batch_size]
             memory = memories[start:start + batch_size] if memories is not None else None
             with progress_bar("eval: turns", max_steps) as turn_done:
-                done, steps_taken = _play_batch(pool, policy, batch, max_steps, turn_done, episode_done, memory)
+                done, steps_taken = _play_batch(pool, policy, batch, max_steps, turn_done, episode_done,
+                                                memory)
             views += done
             env_steps, env_seconds = env_steps + steps_taken[0], env_seconds + steps_taken[1]
     return views, env_steps, env_seconds
@@ -291,12 +293,13 @@ def print_report(result: dict[str, Any], console: Console) -> None:
         types.add_row(task_type, str(result["per_type_episodes"][task_type]), f"{rate:.1f}")
     console.print(types)
     if result.get("per_trial"):
-        trials = Table(title=f"Reflexion: success after each trial (%; last {result['memory']} reflections shown)",
-                       title_justify="left")
+        trials = Table(title=f"Reflexion: success after each trial (%; last {result['memory']} reflections "
+                             "shown)", title_justify="left")
         for column in ("trial", "episodes played", "won in the trial", "success so far (%)"):
             trials.add_column(column, justify="right")
         for row in result["per_trial"]:
-            trials.add_row(str(row["trial"]), str(row["played"]), str(row["won"]), f"{row['success_rate']:.1f}")
+            trials.add_row(str(row["trial"]), str(row["played"]), str(row["won"]),
+                           f"{row['success_rate']:.1f}")
         console.print(trials)
     errors = [e["error"] for e in result.get("per_episode", []) if e["crashed"]]
     if errors:

@@ -46,8 +46,19 @@ class ScriptedModel:
 
 def scripted_agent(answer: Callable[[str], str], history: int = 2) -> tuple[ModelAgent, ScriptedModel]:
     model = ScriptedModel(answer)
-    return ModelAgent(model, name="scripted", history=history, temperature=0.4, max_new_tokens=64,
-                      model_name="org/Scripted-1B"), model
+    return ModelAgent(
+        model,
+        name="scripted",
+        history=history,
+        temperature=0.4,
+        max_new_tokens=64,
+        model_name="org/Scripted-1B",
+    ), model
+
+
+def tiny_agent() -> ModelAgent:
+    """The tiny random transformers model as a model agent (fresh, seeded)."""
+    return ModelAgent(tiny_policy(), name="tiny", history=2, temperature=0.4, max_new_tokens=8, model_name="tiny")
 
 
 def current_step(message: str) -> int:
@@ -64,33 +75,48 @@ def plugin(tmp_path_factory):
 
 
 def test_react_prompt_shows_thoughts_thought_only_steps_and_reflections():
-    text = render_react_prompt("corridor", goal="Your task is to: go to the attic.", observation="You are in the hall.",
-                               admissible_actions=("look", "go east"), step_count=5,
-                               history=[("obs four", "the attic is east", "go east"), ("obs five", "plan more", None)],
-                               reflections=[(1, "go east first")])
+    text = render_react_prompt(
+        "corridor",
+        goal="Your task is to: go to the attic.",
+        observation="You are in the hall.",
+        admissible_actions=("look", "go east"),
+        step_count=5,
+        history=[("obs four", "the attic is east", "go east"), ("obs five", "plan more", None)],
+        reflections=[(1, "go east first")],
+    )
     assert "[Observation 4: obs four]\n[Thought 4: the attic is east]\n[Action 4: go east]" in text
     assert f"[Observation 5: obs five]\n[Thought 5: plan more]\n[Action 5: {THOUGHT_ONLY}]" in text
     assert "[Attempt 1: go east first]" in text and "Your task is to: go to the attic." in text
-    assert text.index("[Attempt 1") < text.index("[Observation 4") < text.index("Current observation (step 6)")
-    assert "Admissible actions: ['look', 'go east']" in text and text.endswith("nothing changes in the environment.")
-    assert "Attempt" not in render_react_prompt("corridor", goal="g", observation="o", admissible_actions=(),
-                                                history=[], step_count=0)
+    assert (
+        text.index("[Attempt 1") < text.index("[Observation 4") < text.index("Current observation (step 6)")
+    )
+    assert "Admissible actions: ['look', 'go east']" in text and text.endswith(
+        "nothing changes in the environment."
+    )
+    assert "Attempt" not in render_react_prompt(
+        "corridor", goal="g", observation="o", admissible_actions=(), history=[], step_count=0
+    )
 
 
-@pytest.mark.parametrize(("answer", "thought", "sent"), [
-    ("<think>east is closer</think><action>go east</action>", "east is closer", "go east"),
-    ("think: I must find the key first", "I must find the key first", "think: I must find the key first"),
-    ("<think>plan only</think>", "plan only", "think: plan only"),
-    ("<action>look</action>", "", "look"),
-    ("no format at all", "", "no format at all"),
-])
+@pytest.mark.parametrize(
+    ("answer", "thought", "sent"),
+    [
+        ("<think>east is closer</think><action>go east</action>", "east is closer", "go east"),
+        ("think: I must find the key first", "I must find the key first", "think: I must find the key first"),
+        ("<think>plan only</think>", "plan only", "think: plan only"),
+        ("<action>look</action>", "", "look"),
+        ("no format at all", "", "no format at all"),
+    ],
+)
 def test_read_answer(answer, thought, sent):
     assert read_answer(answer) == (thought, sent)
     assert parse_thought(answer) == thought
 
 
 def test_react_keeps_each_steps_thought_in_the_history_window():
-    agent, model = scripted_agent(lambda m: f"<think>thought at step {current_step(m)}</think><action>look</action>")
+    agent, model = scripted_agent(
+        lambda m: f"<think>thought at step {current_step(m)}</think><action>look</action>"
+    )
     pool = EnvPool.from_environment(CorridorEnvironment())
     views, _, _ = play_episodes(pool, ReactAgent(agent), [("train", 0, 0), ("train", 1, 0)], max_steps=5)
     fifth = [m for m in model.messages if current_step(m) == 5]
@@ -99,7 +125,9 @@ def test_react_keeps_each_steps_thought_in_the_history_window():
         assert "[Thought 3: thought at step 3]\n[Action 3: look]" in message
         assert "[Thought 4: thought at step 4]\n[Action 4: look]" in message
         assert "Thought 2" not in message and "Observation 2" not in message
-    assert audit_steps(views[0]) == [{"thought": f"thought at step {k}", "action": "look"} for k in range(1, 6)]
+    assert audit_steps(views[0]) == [
+        {"thought": f"thought at step {k}", "action": "look"} for k in range(1, 6)
+    ]
 
 
 def test_a_thought_only_answer_is_a_step_the_environment_answers_with_its_no_op():
@@ -145,19 +173,26 @@ def test_reflexion_memory_is_per_task_bounded_and_reaches_the_next_trial():
     agent, model = scripted_agent(reflecting)
     pool = EnvPool.from_environment(CorridorEnvironment())
     specs = evaluation_specs(pool, "test", 4, seed=0)
-    records, logs, per_trial, env_steps, _ = run_trials(pool, ReactAgent(agent), specs, trials=4, memory=2,
-                                                        max_steps=20)
+    records, logs, per_trial, env_steps, _ = run_trials(
+        pool, ReactAgent(agent), specs, trials=4, memory=2, max_steps=20
+    )
     types = [r.task_type for r in records]
     assert sorted(types) == ["fetch", "fetch", "reach", "reach"]
     # reach tasks are solved at trial 3 (the first with two reflections); fetch tasks never
     for record, log in zip(records, logs, strict=True):
         assert [t["trial"] for t in log] == ([1, 2, 3] if record.task_type == "reach" else [1, 2, 3, 4])
         assert record.won == (record.task_type == "reach") and record == EpisodeRecord(
-            **{k: v for k, v in log[-1].items() if k not in ("trial", "steps", "reflection")})
+            **{k: v for k, v in log[-1].items() if k not in ("trial", "steps", "reflection")}
+        )
         assert all(t["reflection"] for t in log[:-1]) and log[-1]["reflection"] == ""  # none after the last
-        assert log[0]["reflection"] == f"plan for '{goal_of(pool, specs, record)}' after 20 steps, seeing 0 plans"
+        assert (
+            log[0]["reflection"]
+            == f"plan for '{goal_of(pool, specs, record)}' after 20 steps, seeing 0 plans"
+        )
         assert log[1]["reflection"].endswith("seeing 1 plans")
-        assert [len(t["steps"]) for t in log[:2]] == [20, 20] and log[0]["steps"][0]["thought"] == "I will look around"
+        assert [len(t["steps"]) for t in log[:2]] == [20, 20] and log[0]["steps"][0][
+            "thought"
+        ] == "I will look around"
     assert [t["won"] for t in per_trial] == [0, 0, 2, 0] and [t["played"] for t in per_trial] == [4, 4, 4, 2]
     assert [t["success_rate"] for t in per_trial] == [0.0, 0.0, 50.0, 50.0]
     assert env_steps == sum(t["length"] for log in logs for t in log)
@@ -182,14 +217,19 @@ def test_evaluate_records_name_the_agent_and_keep_thoughts_and_reflections(plugi
     agent, _ = scripted_agent(reflecting)
     react = evaluate("corridor", agent, episodes=2, split="test", agent="react", max_steps=3)
     assert react["agent"] == "react" and react["model"] == "org/Scripted-1B" and "run" not in react
-    assert all(e["steps"][0] == {"thought": "I will look around", "action": "look"} for e in react["per_episode"])
+    assert all(
+        e["steps"][0] == {"thought": "I will look around", "action": "look"} for e in react["per_episode"]
+    )
     agent, _ = scripted_agent(reflecting)
-    result = evaluate("corridor", agent, episodes=2, split="test", agent="reflexion", trials=2, memory=3,
-                      max_steps=3)
+    result = evaluate(
+        "corridor", agent, episodes=2, split="test", agent="reflexion", trials=2, memory=3, max_steps=3
+    )
     assert result["agent"] == "reflexion" and result["trials"] == 2 and result["memory"] == 3
     assert [t["trial"] for t in result["per_trial"]] == [1, 2]
-    assert all(len(e["trials"]) == 2 and e["trials"][0]["reflection"].startswith("plan for")
-               for e in result["per_episode"])
+    assert all(
+        len(e["trials"]) == 2 and e["trials"][0]["reflection"].startswith("plan for")
+        for e in result["per_episode"]
+    )
     json.dumps(result)  # the eval JSON
 
 
@@ -199,10 +239,8 @@ def test_evaluate_records_name_the_agent_and_keep_thoughts_and_reflections(plugi
 def test_plain_agent_gives_the_records_of_the_model_agent_itself():
     pool = EnvPool.from_environment(CorridorEnvironment())
     specs = evaluation_specs(pool, "test", 2, seed=0)
-    make = lambda: ModelAgent(tiny_policy(), name="tiny", history=2, temperature=0.4, max_new_tokens=8,  # noqa: E731
-                              seed=0, model_name="tiny")
-    records, _, _ = run_episodes(pool, make(), specs, max_steps=4)
-    agent = make()
+    records, _, _ = run_episodes(pool, tiny_agent(), specs, max_steps=4)
+    agent = tiny_agent()
     assert prompting_agent("plain", agent) is agent
     again, _, _ = run_episodes(pool, prompting_agent("plain", agent), specs, max_steps=4)
     assert again == records
@@ -211,7 +249,9 @@ def test_plain_agent_gives_the_records_of_the_model_agent_itself():
 def test_score_mode_and_models_without_text_are_refused():
     agent, _ = scripted_agent(reflecting)
     agent.action_mode = "score"
-    with pytest.raises(UsageError, match="--agent react needs a model that writes its thoughts.*action_mode=score"):
+    with pytest.raises(
+        UsageError, match="--agent react needs a model that writes its thoughts.*action_mode=score"
+    ):
         prompting_agent("react", agent)
     agent.model_name = "bow-mlp"
     with pytest.raises(UsageError, match="bow-mlp only ranks admissible actions"):
@@ -223,10 +263,8 @@ def test_engine_hf_acts_exactly_as_the_models_own_generation():
 
     pool = EnvPool.from_environment(CorridorEnvironment())
     specs = evaluation_specs(pool, "test", 2, seed=0)
-    make = lambda: ModelAgent(tiny_policy(), name="tiny", history=2, temperature=0.4, max_new_tokens=8,  # noqa: E731
-                              seed=0, model_name="tiny")
-    own, _, _ = run_episodes(pool, ReactAgent(make()), specs, max_steps=3)
-    agent = with_engine(make(), "hf")
+    own, _, _ = run_episodes(pool, ReactAgent(tiny_agent()), specs, max_steps=3)
+    agent = with_engine(tiny_agent(), "hf")
     assert agent.policy.name == "hf"
     through_engine, _, _ = run_episodes(pool, ReactAgent(agent), specs, max_steps=3)
     assert through_engine == own
@@ -248,19 +286,30 @@ def tiny_folder(tmp_path_factory):
 def score_run(tmp_path_factory):
     run = tmp_path_factory.mktemp("runs") / "bow"
     run.mkdir()
-    (run / "config.yaml").write_text("model:\n  name: bow-mlp\nrollout:\n  action_mode: score\nenv:\n  name: corridor\n")
+    (run / "config.yaml").write_text(
+        "model:\n  name: bow-mlp\nrollout:\n  action_mode: score\nenv:\n  name: corridor\n"
+    )
     return run
 
 
-@pytest.mark.parametrize(("args", "expected"), [
-    (["--agent", "reac"], "unknown agent 'reac'. Did you mean 'react'?"),
-    (["--agent", "react"], "--agent react prompts a language model; policy 'expert' is not one"),
-    (["--agent", "reflexion", "--trials", "0"], "--trials must be at least 1, got 0"),
-    (["--agent", "reflexion", "--memory", "-1"], "--memory must be 0 or more, got -1"),
-    (["--agent", "react", "--policy", "SCORE_RUN"], "bow-mlp only ranks admissible actions: use --agent plain"),
-    (["--engine", "hf"], "--engine generates a language model's answers; policy 'expert' is not one"),
-    (["--engine", "vlm", "--policy", "SCORE_RUN"], "rollout.engine must be one of auto, hf, vllm, got 'vlm'"),
-])
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--agent", "reac"], "unknown agent 'reac'. Did you mean 'react'?"),
+        (["--agent", "react"], "--agent react prompts a language model; policy 'expert' is not one"),
+        (["--agent", "reflexion", "--trials", "0"], "--trials must be at least 1, got 0"),
+        (["--agent", "reflexion", "--memory", "-1"], "--memory must be 0 or more, got -1"),
+        (
+            ["--agent", "react", "--policy", "SCORE_RUN"],
+            "bow-mlp only ranks admissible actions: use --agent plain",
+        ),
+        (["--engine", "hf"], "--engine generates a language model's answers; policy 'expert' is not one"),
+        (
+            ["--engine", "vlm", "--policy", "SCORE_RUN"],
+            "rollout.engine must be one of auto, hf, vllm, got 'vlm'",
+        ),
+    ],
+)
 def test_cli_bad_agent_input_is_one_line_exit_2(plugin, score_run, args, expected):
     args = [str(score_run) if a == "SCORE_RUN" else a for a in args]
     proc = run_gagpo(["eval", "--env", "corridor", *args], plugin)
@@ -274,16 +323,35 @@ def test_cli_engine_vllm_without_vllm_names_the_setup_line(plugin, tiny_folder):
 
     if vllm_problem() is None:
         pytest.skip("vLLM is installed here")
-    proc = run_gagpo(["eval", "--env", "corridor", "--policy", str(tiny_folder), "--agent", "react",
-                      "--engine", "vllm"], plugin)
+    proc = run_gagpo(
+        ["eval", "--env", "corridor", "--policy", str(tiny_folder), "--agent", "react", "--engine", "vllm"],
+        plugin,
+    )
     assert proc.returncode == 2 and VLLM_SETUP in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
 def test_cli_reflexion_with_a_model_folder_writes_trials_and_reflections(plugin, tiny_folder, tmp_path):
     out = tmp_path / "reflexion.json"
-    proc = run_gagpo(["eval", "--env", "corridor", "--policy", str(tiny_folder), "--agent", "reflexion",
-                      "--trials", "2", "--episodes", "1", "--json", str(out)], plugin, timeout=300)
+    proc = run_gagpo(
+        [
+            "eval",
+            "--env",
+            "corridor",
+            "--policy",
+            str(tiny_folder),
+            "--agent",
+            "reflexion",
+            "--trials",
+            "2",
+            "--episodes",
+            "1",
+            "--json",
+            str(out),
+        ],
+        plugin,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "Reflexion: success after each trial" in proc.stdout
     result = json.loads(out.read_text())
@@ -299,9 +367,24 @@ def test_cli_reflexion_with_a_model_folder_writes_trials_and_reflections(plugin,
 def write_eval(path, agent, env, success, score, *, seed=0, model="Qwen/Qwen2.5-1.5B-Instruct", **extra):
     path.parent.mkdir(parents=True, exist_ok=True)
     per_type = {"pick": success, "look": success / 2} if env == "alfworld" else {}
-    path.write_text(json.dumps({"env": env, "split": "test", "policy": model, "seed": seed, "agent": agent,
-                                "model": model, "success_rate": success, "score": score, "per_type": per_type,
-                                "episodes": 4, "per_episode": [], **extra}))
+    path.write_text(
+        json.dumps(
+            {
+                "env": env,
+                "split": "test",
+                "policy": model,
+                "seed": seed,
+                "agent": agent,
+                "model": model,
+                "success_rate": success,
+                "score": score,
+                "per_type": per_type,
+                "episodes": 4,
+                "per_episode": [],
+                **extra,
+            }
+        )
+    )
 
 
 def test_report_places_prompting_evaluations_as_table1_rows(tmp_path):
@@ -313,16 +396,27 @@ def test_report_places_prompting_evaluations_as_table1_rows(tmp_path):
     root = tmp_path / "results"
     run = root / "grpo-alf" / "s0"
     run.mkdir(parents=True)
-    (run / "config.yaml").write_text(yaml.safe_dump({"estimator": {"name": "grpo"}, "env": {"name": "alfworld"},
-                                                     "model": {"name": "Qwen/Qwen2.5-1.5B-Instruct"},
-                                                     "train": {"seed": 0}}))
+    (run / "config.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "estimator": {"name": "grpo"},
+                "env": {"name": "alfworld"},
+                "model": {"name": "Qwen/Qwen2.5-1.5B-Instruct"},
+                "train": {"seed": 0},
+            }
+        )
+    )
     (run / "eval.json").write_text(json.dumps({"success_rate": 70.0, "score": 70.0, "per_type": {}}))
     write_eval(run / "react-again.json", "react", "alfworld", 1.0, 1.0)  # inside a run directory: not read
     write_eval(root / "prompting" / "react-alf-s0.json", "react", "alfworld", 10.0, 10.0, seed=0)
     write_eval(root / "prompting" / "react-alf-s1.json", "react", "alfworld", 20.0, 20.0, seed=1)
     write_eval(root / "prompting" / "plain-ws.json", "plain", "webshop", 5.0, 23.0)
-    write_eval(root / "prompting" / "reflexion-ws.json", "reflexion", "webshop", 21.0, 55.0, trials=10, memory=3)
-    write_eval(root / "prompting" / "trained.json", "react", "alfworld", 99.0, 99.0, run="s0")  # a trained run
+    write_eval(
+        root / "prompting" / "reflexion-ws.json", "reflexion", "webshop", 21.0, 55.0, trials=10, memory=3
+    )
+    write_eval(
+        root / "prompting" / "trained.json", "react", "alfworld", 99.0, 99.0, run="s0"
+    )  # a trained run
     (root / "prompting" / "notes.json").write_text(json.dumps({"anything": 1}))
     runs, warnings = load_runs([root])
     assert warnings == [] and len(runs) == 5
@@ -334,11 +428,17 @@ def test_report_places_prompting_evaluations_as_table1_rows(tmp_path):
     assert react.stats["ALFWorld Pick"].mean == 15.0 and react.stats["ALFWorld Look"].mean == 7.5
     assert measured[2].stats["WebShop Score"].mean == 55.0 and measured[0].stats["WebShop Succ."].mean == 5.0
     published = [r.label for r in table.rows if r.kind == "published" and r.block == "Qwen2.5-1.5B-Instruct"]
-    assert published[:5] == ["GPT-4o (prompting)", "Gemini-2.5-Pro (prompting)", "Qwen2.5 (prompting)", "ReAct",
-                             "Reflexion"]
+    assert published[:5] == [
+        "GPT-4o (prompting)",
+        "Gemini-2.5-Pro (prompting)",
+        "Qwen2.5 (prompting)",
+        "ReAct",
+        "Reflexion",
+    ]
     # one file given directly is enough; a corrupt evaluation is named and left out
-    (root / "prompting" / "broken.json").write_text(json.dumps({"agent": "react", "model": "m", "env": "webshop",
-                                                                "success_rate": "high"}))
+    (root / "prompting" / "broken.json").write_text(
+        json.dumps({"agent": "react", "model": "m", "env": "webshop", "success_rate": "high"})
+    )
     runs, warnings = load_runs([root / "prompting" / "plain-ws.json"])
     assert [r.config["prompting"]["agent"] for r in runs] == ["plain"] and warnings == []
     runs, warnings = load_runs([root / "prompting"])

@@ -42,8 +42,11 @@ def check_generates(name: str, action_mode: str, model_name: str = "") -> None:
     """``--agent react|reflexion`` needs a model in generate mode; anything else is a ``UsageError``."""
     if name == "plain" or action_mode != "score":
         return
-    what = "the featurised policy bow-mlp only ranks admissible actions" if model_name == "bow-mlp" else (
-        "this run ranks admissible actions (rollout.action_mode=score)")
+    what = (
+        "the featurised policy bow-mlp only ranks admissible actions"
+        if model_name == "bow-mlp"
+        else ("this run ranks admissible actions (rollout.action_mode=score)")
+    )
     raise UsageError(f"--agent {name} needs a model that writes its thoughts, but {what}: use --agent plain")
 
 
@@ -53,8 +56,10 @@ def prompting_agent(name: str, policy: Any) -> Any:
     if name == "plain":
         return policy
     if not hasattr(policy, "policy") or not hasattr(policy, "action_mode"):
-        raise UsageError(f"--agent {name} prompts a language model; policy '{policy.name}' is not one "
-                         "(give a model folder, hub id or run directory)")
+        raise UsageError(
+            f"--agent {name} prompts a language model; policy '{policy.name}' is not one "
+            "(give a model folder, hub id or run directory)"
+        )
     check_generates(name, policy.action_mode, getattr(policy, "model_name", ""))
     from gagpo_cli.prompting.react import ReactAgent
 

@@ -42,8 +42,10 @@ def react_history(view: SlotView, window: int | None = None) -> list[tuple[str, 
     steps = list(zip(view.history, view.thoughts, strict=True))
     if window is not None:
         steps = steps[-window:] if window > 0 else []
-    return [(obs, thought, None if thought and sent == thought_only_action(thought) else sent)
-            for (obs, sent), thought in steps]
+    return [
+        (obs, thought, None if thought and sent == thought_only_action(thought) else sent)
+        for (obs, sent), thought in steps
+    ]
 
 
 def read_answer(text: str) -> tuple[str, str]:
@@ -72,12 +74,20 @@ class ReactAgent:
     def act(self, pool: Any, views: Sequence[SlotView]) -> list[str]:
         """One action text per view; one batched generation for all of them."""
         env_name = pool.environment_info.name
-        texts = self.generate([
-            render_react_prompt(env_name, goal=v.goal, observation=v.observation,
-                                admissible_actions=v.admissible_actions,
-                                history=react_history(v, self.model.history), step_count=len(v.history),
-                                reflections=numbered(v.memory))
-            for v in views])
+        texts = self.generate(
+            [
+                render_react_prompt(
+                    env_name,
+                    goal=v.goal,
+                    observation=v.observation,
+                    admissible_actions=v.admissible_actions,
+                    history=react_history(v, self.model.history),
+                    step_count=len(v.history),
+                    reflections=numbered(v.memory),
+                )
+                for v in views
+            ]
+        )
         sent = []
         for view, text in zip(views, texts, strict=True):
             thought, action = read_answer(text)
@@ -90,9 +100,12 @@ class ReactAgent:
         if not user_texts:
             return []
         policy = self.model.policy
-        generations = policy.generate([policy.chat_prompt(t) for t in user_texts],
-                                      temperature=self.model.temperature,
-                                      max_new_tokens=self.model.max_new_tokens, generator=self.model.generator)
+        generations = policy.generate(
+            [policy.chat_prompt(t) for t in user_texts],
+            temperature=self.model.temperature,
+            max_new_tokens=self.model.max_new_tokens,
+            generator=self.model.generator,
+        )
         return [g.text for g in generations]
 
 
@@ -103,5 +116,7 @@ def numbered(memory: Sequence[str]) -> list[tuple[int, str]]:
 
 def audit_steps(view: SlotView) -> list[dict[str, Any]]:
     """What an episode's record keeps of each step: the thought and the action sent."""
-    return [{"thought": thought, "action": sent} for (_, sent), thought in zip(view.history, view.thoughts,
-                                                                                strict=True)]
+    return [
+        {"thought": thought, "action": sent}
+        for (_, sent), thought in zip(view.history, view.thoughts, strict=True)
+    ]

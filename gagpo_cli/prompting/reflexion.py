@@ -36,9 +36,16 @@ def clean_reflection(text: str) -> str:
     return plan[:REFLECTION_CHARS]
 
 
-def run_trials(pool: EnvPool, agent: ReactAgent, specs: list[TaskSpec], *, trials: int, memory: int,
-               batch_size: int = 128, max_steps: int | None = None
-               ) -> tuple[list[EpisodeRecord], list[list[dict[str, Any]]], list[dict[str, Any]], int, float]:
+def run_trials(
+    pool: EnvPool,
+    agent: ReactAgent,
+    specs: list[TaskSpec],
+    *,
+    trials: int,
+    memory: int,
+    batch_size: int = 128,
+    max_steps: int | None = None,
+) -> tuple[list[EpisodeRecord], list[list[dict[str, Any]]], list[dict[str, Any]], int, float]:
     """Reflexion over ``specs``: (final record per spec, per-spec trial logs, per-trial summaries, env
     steps, seconds inside ``step``), all trials together.
 
@@ -53,8 +60,9 @@ def run_trials(pool: EnvPool, agent: ReactAgent, specs: list[TaskSpec], *, trial
     summaries, env_steps, env_seconds = [], 0, 0.0
     for trial in range(1, trials + 1):
         shown = [tuple(reflections[i][-memory:]) if memory > 0 else () for i in pending]
-        views, steps, seconds = play_episodes(pool, agent, [specs[i] for i in pending], batch_size, max_steps,
-                                              memories=shown)
+        views, steps, seconds = play_episodes(
+            pool, agent, [specs[i] for i in pending], batch_size, max_steps, memories=shown
+        )
         env_steps, env_seconds = env_steps + steps, env_seconds + seconds
         failed = []
         for i, view in zip(pending, views, strict=True):
@@ -62,18 +70,31 @@ def run_trials(pool: EnvPool, agent: ReactAgent, specs: list[TaskSpec], *, trial
             logs[i].append({"trial": trial, **asdict(final[i]), "steps": audit_steps(view), "reflection": ""})
             if not final[i].won:
                 failed.append((i, view))
-        summaries.append({"trial": trial, "played": len(pending), "won": len(pending) - len(failed),
-                          "success_rate": 100.0 * sum(r.won for r in final if r is not None) / len(specs)})
+        summaries.append(
+            {
+                "trial": trial,
+                "played": len(pending),
+                "won": len(pending) - len(failed),
+                "success_rate": 100.0 * sum(r.won for r in final if r is not None) / len(specs),
+            }
+        )
         pending = [i for i, _ in failed]
         if not pending or trial == trials:
             break
         for start in range(0, len(failed), batch_size):
-            chunk = failed[start:start + batch_size]
-            answers = agent.generate([
-                render_reflection_prompt(env_name, goal=view.goal, trajectory=react_history(view),
-                                         final_observation=view.observation,
-                                         past_reflections=numbered(reflections[i][-memory:] if memory > 0 else []))
-                for i, view in chunk])
+            chunk = failed[start : start + batch_size]
+            answers = agent.generate(
+                [
+                    render_reflection_prompt(
+                        env_name,
+                        goal=view.goal,
+                        trajectory=react_history(view),
+                        final_observation=view.observation,
+                        past_reflections=numbered(reflections[i][-memory:] if memory > 0 else []),
+                    )
+                    for i, view in chunk
+                ]
+            )
             for (i, _), answer in zip(chunk, answers, strict=True):
                 reflections[i].append(clean_reflection(answer))
                 logs[i][-1]["reflection"] = reflections[i][-1]

@@ -33,7 +33,8 @@ GIGPO_LABELS = {"mean_std_norm": "GiGPO (w/ std)", "mean_norm": "GiGPO (w/o std)
 PROMPTING_LABELS = {"react": "ReAct", "reflexion": "Reflexion"}
 PROMPTED = " (prompting)"  # the plain agent's row: "<model> (prompting)"
 # Table 1 order (paper), then Table 2 order (SPEC 4), then the other methods the paper is compared with
-METHOD_ORDER = [*PROMPTING_LABELS.values(), "PPO", "RLOO", "GRPO", "GiGPO (w/ std)", "GiGPO (w/o std)", "GAGPO",
+METHOD_ORDER = [*PROMPTING_LABELS.values(),
+                "PPO", "RLOO", "GRPO", "GiGPO (w/ std)", "GiGPO (w/o std)", "GAGPO",
                 *(METHOD_LABELS[n] for n in ("gagpo-lambda0", "gagpo-mc", "gagpo-token-ratio", "gagpo-broadcast",
                                              "gagpo-batch-norm", "gagpo-no-norm")),
                 *(METHOD_LABELS[n] for n in PEER_METHODS)]
@@ -58,7 +59,8 @@ def method_label(config: dict[str, Any]) -> str:
     prompting evaluation (``runs.prompting_record``): ``<model> (prompting)``, ``ReAct``, ``Reflexion``."""
     if "prompting" in config:
         agent = str(config["prompting"].get("agent"))
-        return PROMPTING_LABELS.get(agent, model_label(config) + (PROMPTED if agent == "plain" else f" ({agent})"))
+        own = model_label(config) + (PROMPTED if agent == "plain" else f" ({agent})")
+        return PROMPTING_LABELS.get(agent, own)
     estimator = config.get("estimator", {})
     name = str(estimator.get("name", "?"))
     if name == "gigpo":

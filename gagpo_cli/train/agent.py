@@ -41,7 +41,8 @@ class ModelAgent:
         self.generator = torch.Generator().manual_seed(seed)
 
     @classmethod
-    def from_config(cls, policy: Any, cfg: ExperimentConfig, *, name: str, seed: int, run: str = "") -> ModelAgent:
+    def from_config(cls, policy: Any, cfg: ExperimentConfig, *, name: str, seed: int,
+                    run: str = "") -> ModelAgent:
         """The agent of an experiment: its history window, token budget and evaluation temperature."""
         return cls(policy, name=name, history=cfg.env.history, temperature=cfg.rollout.eval_temperature,
                    max_new_tokens=cfg.rollout.max_new_tokens, seed=seed, action_mode=cfg.rollout.action_mode,
@@ -66,8 +67,8 @@ def with_engine(agent: ModelAgent, requested: str) -> ModelAgent:
     from gagpo_cli.train.engines import open_engine
 
     if agent.action_mode == "score":
-        raise UsageError(f"--engine {requested}: this run ranks admissible actions (rollout.action_mode=score) "
-                         "with the policy itself; leave --engine out")
+        raise UsageError(f"--engine {requested}: this run ranks admissible actions "
+                         "(rollout.action_mode=score) with the policy itself; leave --engine out")
     engine = open_engine(requested, agent.policy, agent.model_name)
     engine.sync()
     agent.policy = engine

@@ -49,10 +49,11 @@ SCORE_OPEN = "<action>"  # opens the model's turn in score mode
 SCORE_CLOSE = "</action>"  # ends every scored candidate
 
 REACT_FORMAT = (
-    "Now take your next step as a thought followed by an action. First write a brief thought inside <think> "
-    "</think> tags: what you have learned so far, what is still missing and what to do next. Then give exactly "
-    "one admissible action inside <action> </action> tags. When you need to plan before acting you may write "
-    "only the thought, without an action: it uses up one step and nothing changes in the environment."
+    "Now take your next step as a thought followed by an action. First write a brief thought inside "
+    "<think> </think> tags: what you have learned so far, what is still missing and what to do next. "
+    "Then give exactly one admissible action inside <action> </action> tags. When you need to plan before "
+    "acting you may write only the thought, without an action: it uses up one step and nothing changes in "
+    "the environment."
 )
 REFLECTION_FORMAT = (
     "Do not summarise the environment. Think about the strategy and the path you took, find where it went "
@@ -132,8 +133,8 @@ def render_react_prompt(
                  else f"You have already taken {step_count} step(s).")
     if history:
         first = step_count - len(history) + 1
-        parts.append(f"Your last {len(history)} step(s), each with its observation, your thought and your action:\n"
-                     + "\n".join(_react_step(first + i, *step) for i, step in enumerate(history)))
+        parts.append(f"Your last {len(history)} step(s), each with its observation, your thought and your "
+                     "action:\n" + "\n".join(_react_step(first + i, *step) for i, step in enumerate(history)))
     parts.append(f"Current observation (step {step_count + 1}): {observation.strip()}")
     parts.append(_action_list(admissible_actions))
     parts.append(REACT_FORMAT)
