@@ -6,7 +6,8 @@ rollout, estimator, update) on one environment pool, alternating iteration by it
 machine's load falls on both alike; each is evaluated once (``recipe.evaluate_policy``, the
 experiment's ``train.eval_episodes``), that cost spread over ``train.eval_every`` iterations. Per
 variant it prints one JSON line: seconds per iteration split into scoring (the rollout's policy
-calls), environment, update, estimator and amortised evaluation, the CPU seconds of this process per
+calls), environment, update, estimator and amortised evaluation (and, overlapping those, the time
+the garbage collector ran), the CPU seconds of this process per
 iteration, and the training success of the last iteration (the variants learn alike: their numbers
 differ only by float rounding). A last line gives the ratios reference / batched.
 
@@ -22,6 +23,7 @@ Numbers are ratios on whatever machine runs it, not a test.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 import time
@@ -31,6 +33,21 @@ HERE = Path(__file__).resolve().parent
 # benchmarks/estimators.py would shadow the estimators package; tests/ holds the reference scorer
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE] + [str(HERE.parent / "tests")]
 
+class GarbageCollection:
+    """Seconds Python's cyclic garbage collector ran (it stops everything else while it runs)."""
+
+    def __init__(self) -> None:
+        self.seconds, self._began = 0.0, 0.0
+        gc.callbacks.append(self._time)
+
+    def _time(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._began
+
+
+COLLECTOR = GarbageCollection()
 SPLIT = {"scoring": "timing/generate_s", "env": "timing/env_s", "update": "timing/update_s",
          "estimate": "timing/estimate_s"}
 
@@ -46,15 +63,16 @@ class Variant:
         self.name, self.policy, self.cfg, self.estimator = name, policy, cfg, estimator
         self.updater = ScoreUpdater(policy, estimator, cfg.optim, temperature=cfg.rollout.temperature,
                                     norm=cfg.rollout.score_norm)
-        self.seconds = dict.fromkeys([*SPLIT, "eval", "iteration"], 0.0)
+        self.seconds = dict.fromkeys([*SPLIT, "eval", "iteration", "gc"], 0.0)
         self.cpu = 0.0
         self.last: dict[str, float] = {}
 
     def iterate(self, iteration: int, pool, train_tasks: int) -> None:
-        began, cpu = time.perf_counter(), time.process_time()
+        began, cpu, collected = time.perf_counter(), time.process_time(), COLLECTOR.seconds
         metrics = self.recipe._iteration(self.cfg, iteration, self.policy, pool, self.estimator, self.updater,
                                          train_tasks, self.recipe.StopFlag())
         self.seconds["iteration"] += time.perf_counter() - began
+        self.seconds["gc"] += COLLECTOR.seconds - collected
         self.cpu += time.process_time() - cpu
         for key, metric in SPLIT.items():
             self.seconds[key] += metrics[metric]
@@ -69,7 +87,7 @@ class Variant:
 
     def report(self, iterations: int) -> dict:
         every = max(self.cfg.train.eval_every, 1)
-        per = {k: self.seconds[k] / iterations for k in (*SPLIT, "iteration")}
+        per = {k: self.seconds[k] / iterations for k in (*SPLIT, "gc", "iteration")}
         per["eval"] = self.seconds["eval"] / every
         per["total"] = per["iteration"] + per["eval"]
         return {"variant": self.name, "iterations": iterations,
@@ -111,6 +129,8 @@ def main() -> None:
             policy = FeaturisedPolicy(cfg.model, seed=cfg.train.seed)
             variants.append(Variant(name, ReferencePolicy(policy) if name == "reference" else policy, cfg,
                                     get_estimator(cfg.estimator.name, **cfg.estimator.options)))
+        gc.collect()  # as the trainer does before its loop
+        gc.freeze()
         for iteration in range(1, args.iterations + 1):
             for v in variants:
                 v.iterate(iteration, pool, train_tasks)

@@ -54,7 +54,7 @@ def reference_features(cache: _FeatureCache, inputs: Sequence[ScoreInput]) -> di
         skel = np.array([c.role for c in cands], dtype=np.int64)
         verb = np.array([c.verb for c in cands], dtype=np.int64)
         count = _COUNT[np.array([min(taken.get(t, 0), 3) for t in inp.candidates], dtype=np.int64)]
-        seen = _SEEN[np.array([c.content <= obs.words for c in cands], dtype=np.int64)]
+        seen = _SEEN[np.array([obs.words.issuperset(c.content) for c in cands], dtype=np.int64)]
         dyn.append(np.concatenate([
             count[:, None], _cross(skel, count)[:, None], _cross(skel, last)[:, None], _cross(verb, seen)[:, None],
             _cross(_cross(skel, _HX)[:, None], past_skel[None, :]), _cross(verb[:, None], obs.ids[None, :OBS_WORDS]),

@@ -102,12 +102,15 @@ class _Goal:
         self.content_ids = np.array([_h(w) for w in self.content], dtype=np.int64)
         self.candidates: dict[str, _Candidate] = {}
         self.sets: dict[tuple[str, ...], _CandidateSet] = {}
-        self.memories: dict[tuple[str, ...], _Memory] = {}
+        self.memories: dict[tuple[str, ...], tuple[tuple[int, ...], int, tuple[int, ...]]] = {}  # ``memory``
+        self.taken: dict[tuple[str, ...], dict[str, int]] = {}
 
 
 class _Candidate:
     """Per (goal, candidate) precomputation: static feature ids, skeleton, verb, content words; ``index``
     is its row in the cache's table of (goal, candidate) pairs."""
+
+    __slots__ = ("index", "verb", "skeleton", "role", "content", "deep_ids", "static_ids", "linear_ids")
 
     def __init__(self, goal: _Goal, text: str, index: int = 0) -> None:
         self.index = index
@@ -129,7 +132,7 @@ class _Candidate:
                 role.append("X")
         self.skeleton = _h("s:" + " ".join(skel))
         self.role = _h("r:" + " ".join(role))
-        self.content = frozenset(w for w in words[1:] if w not in _FUNCTION and w not in ("#", "inon"))
+        self.content = tuple(w for w in words[1:] if w not in _FUNCTION and w not in ("#", "inon"))
         feats = [f"a:{w}" for w in words] + [f"a2:{a}_{b}" for a, b in zip(words, words[1:], strict=False)]
         feats.append(f"A:{text.lower()}")
         ids = [_h(f) for f in feats] + [self.skeleton, self.role]
@@ -144,6 +147,8 @@ class _Observation:
     """Per observation text: hashed word + bigram features of its first OBS_WORDS words, the set of those
     words; ``index`` is its row in the cache's table of observations."""
 
+    __slots__ = ("index", "ids", "words", "head")
+
     def __init__(self, text: str, index: int = 0) -> None:
         self.index = index
         words = _tokens(text)[:OBS_WORDS]
@@ -154,7 +159,10 @@ class _Observation:
 
 
 class _CandidateSet:
-    """Per (goal, admissible actions): the candidates' pair rows, role skeletons and verbs as arrays."""
+    """Per (goal, admissible actions): the candidates' pair rows, role skeletons and verbs as arrays;
+    ``index``: its row in the cache's table of such sets."""
+
+    __slots__ = ("index", "pairs", "roles", "verbs", "contents")
 
     def __init__(self, candidates: list[_Candidate], index: int) -> None:
         self.index = index
@@ -164,26 +172,12 @@ class _CandidateSet:
         self.contents = [c.content for c in candidates]
 
 
-class _Memory:
-    """Per (goal, actions taken so far): how often each action was taken (capped at 3), the sorted
-    distinct role skeletons of the past actions and their row in the cache's table of such sets, and
-    the role skeletons of the last HISTORY_SKELETONS actions (``recent``; ``last``: ``_START`` before
-    the first action)."""
-
-    __slots__ = ("taken", "roles", "past", "recent", "last")
-
-    def __init__(self, taken: dict[str, int], roles: tuple[int, ...], past: int, recent: tuple[int, ...]) -> None:
-        self.taken = taken
-        self.roles = roles
-        self.past = past
-        self.recent = recent or (0,)  # the state's recent-skeleton features (a placeholder before any)
-        self.last = recent[-1] if recent else _START
-
-
 class _FeatureCache:
-    """Precomputation keyed by strings, and the tables (goals, pairs, observations, past-skeleton sets)
-    whose row numbers the batch assembly works with. Bounded: everything is dropped at once when a
-    table is large (between batches only, so row numbers stay valid within one)."""
+    """Precomputation keyed by strings, and the tables (goals, pairs, observations, admissible sets,
+    past-skeleton sets) whose row numbers the batch assembly works with. Bounded: everything is dropped
+    at once when a table is large (between batches only, so row numbers stay valid within one).
+    Per-step entries (memories, inputs' parts) are tuples of numbers and arrays, which Python's
+    garbage collector does not have to scan."""
 
     LIMIT = 200_000
     MEMORY_LIMIT = 50_000  # per-prefix memories: one per step of every episode
@@ -194,23 +188,27 @@ class _FeatureCache:
         self.pairs: list[_Candidate] = []
         self.texts: dict[str, _Observation] = {}
         self.observations: list[_Observation] = []
-        self.n_sets = 0
+        self.set_rows: list[_CandidateSet] = []
         self.n_memories = 0
         self.past_rows: dict[tuple[int, ...], int] = {}
         self.past_sets: list[np.ndarray] = []
         self.seen: dict[tuple[int, int], np.ndarray] = {}
+        self.inputs: dict[tuple, tuple] = {}  # an input's parts, by its content (``_input_key``)
 
     def full(self) -> bool:
-        return max(len(self.pairs), len(self.texts), self.n_sets, len(self.past_rows)) > self.LIMIT
+        return max(len(self.pairs), len(self.texts), len(self.set_rows), len(self.past_rows)) > self.LIMIT
 
     def trim(self) -> None:
         """Drop the per-step entries (nothing refers to their rows) when there are many."""
         if self.n_memories > self.MEMORY_LIMIT:
             for goal in self.goal_rows:
                 goal.memories.clear()
+                goal.taken.clear()
             self.n_memories = 0
         if len(self.seen) > self.LIMIT:
             self.seen.clear()
+        if len(self.inputs) > self.MEMORY_LIMIT:
+            self.inputs.clear()
 
     def goal(self, text: str) -> _Goal:
         g = self.goals.get(text)
@@ -237,8 +235,10 @@ class _FeatureCache:
     def candidate_set(self, goal: _Goal, texts: tuple[str, ...]) -> _CandidateSet:
         s = goal.sets.get(texts)
         if s is None:
-            s = goal.sets[texts] = _CandidateSet([self.candidate(goal, t) for t in texts], self.n_sets)
-            self.n_sets += 1
+            known = goal.candidates
+            s = goal.sets[texts] = _CandidateSet([known.get(t) or self.candidate(goal, t) for t in texts],
+                                                 len(self.set_rows))
+            self.set_rows.append(s)
         return s
 
     def _past_row(self, roles: tuple[int, ...]) -> int:
@@ -248,28 +248,46 @@ class _FeatureCache:
             self.past_sets.append(np.array(roles or (0,), dtype=np.int64))
         return row
 
-    def memory(self, goal: _Goal, past: tuple[str, ...]) -> _Memory:
-        """The memory after ``past``; built from the memory one action earlier when that is cached."""
+    def memory(self, goal: _Goal, past: tuple[str, ...]) -> tuple[dict[str, int], tuple[int, ...], int, tuple[int, ...]]:
+        """The memory after the actions ``past``: (how often each was taken, capped at 3; the sorted
+        distinct role skeletons of them; that set's row in the table of such sets; the role skeletons of
+        the last HISTORY_SKELETONS). Built from the memory one action earlier when that is cached."""
         m = goal.memories.get(past)
         if m is not None:
-            return m
+            return (goal.taken[past], *m)
         parent = goal.memories.get(past[:-1]) if past else None
         if parent is not None:
+            parent_roles, parent_row, parent_recent = parent
             action = past[-1]
-            taken = parent.taken.copy()
+            taken = goal.taken[past[:-1]].copy()
             taken[action] = min(taken.get(action, 0) + 1, 3)
-            c = self.candidate(goal, action)
-            roles = parent.roles if c.role in parent.roles else tuple(sorted((*parent.roles, c.role)))
-            past_row = parent.past if roles is parent.roles else self._past_row(roles)
-            recent = ((*parent.recent, c.role) if parent.roles else (c.role,))[-HISTORY_SKELETONS:]
+            role = self.candidate(goal, action).role
+            roles = parent_roles if role in parent_roles else tuple(sorted((*parent_roles, role)))
+            row = parent_row if roles is parent_roles else self._past_row(roles)
+            recent = (*parent_recent, role)[-HISTORY_SKELETONS:]
         else:
             taken = {a: min(n, 3) for a, n in Counter(past).items()}
             roles = tuple(sorted({self.candidate(goal, a).role for a in taken}))
-            past_row = self._past_row(roles)
+            row = self._past_row(roles)
             recent = tuple(self.candidate(goal, a).role for a in past[-HISTORY_SKELETONS:])
-        m = goal.memories[past] = _Memory(taken, roles, past_row, recent)
+        goal.memories[past] = (roles, row, recent)
+        goal.taken[past] = taken
         self.n_memories += 1
-        return m
+        return taken, roles, row, recent
+
+    def parts(self, inp: ScoreInput, past: tuple[str, ...]) -> tuple:
+        """What the batch assembly reads of an input: (goal row, observation row, candidate set row, past
+        skeleton set row, last skeleton (``_START`` before any action), recent skeletons (a placeholder 0
+        before any), seen mask, how often each candidate was taken). The rollout's inputs come back in the
+        update: their parts are kept (``inputs``)."""
+        goal = self.goal(inp.goal)
+        obs = self.observation(inp.observation)
+        cands = self.candidate_set(goal, inp.candidates)
+        taken, _, row, recent = self.memory(goal, past)
+        counts = (np.array([taken.get(t, 0) for t in inp.candidates], dtype=np.int64) if taken
+                  else np.zeros(len(inp.candidates), dtype=np.int64))
+        return (goal.index, obs.index, cands.index, row, recent[-1] if recent else _START, recent or (0,),
+                self.seen_mask(obs, cands), counts)
 
     def seen_mask(self, obs: _Observation, cands: _CandidateSet) -> np.ndarray:
         """Whether each candidate's content words all appear in the observation (0/1)."""
@@ -277,7 +295,7 @@ class _FeatureCache:
         seen = self.seen.get(key)
         if seen is None:
             words = obs.words
-            seen = self.seen[key] = np.array([c <= words for c in cands.contents], dtype=np.int64)
+            seen = self.seen[key] = np.array([words.issuperset(c) for c in cands.contents], dtype=np.int64)
         return seen
 
 
@@ -329,7 +347,7 @@ class BowMLP(nn.Module):
 
 def _flat(arrays: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Concatenation and lengths of ragged arrays."""
-    lengths = np.fromiter((len(a) for a in arrays), dtype=np.int64, count=len(arrays))
+    lengths = np.fromiter(map(len, arrays), dtype=np.int64, count=len(arrays))
     return (np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)), lengths
 
 
@@ -355,6 +373,12 @@ def _rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return distinct, inverse.reshape(-1)
 
 
+def _input_key(inp: ScoreInput) -> tuple:
+    """What the features of an input depend on: goal, observation, past actions, candidates."""
+    past = inp.past_actions if inp.past_actions else tuple(a for _, a in inp.history)
+    return inp.goal, inp.observation, past, inp.candidates
+
+
 class FeaturisedPolicy:
     """The ``bow-mlp`` policy: an ``ActionScorer`` with the trainer's Policy-like surface."""
 
@@ -378,7 +402,7 @@ class FeaturisedPolicy:
 
     # ------------------------------------------------------------------------------ features
 
-    def features(self, inputs: Sequence[ScoreInput]) -> dict[str, torch.Tensor]:
+    def features(self, inputs: Sequence[ScoreInput], keys: Sequence[tuple] | None = None) -> dict[str, torch.Tensor]:
         """The hashed features of every candidate of every input (see the module docstring), factored:
 
         * the state bag (goal, observation, recent skeletons) as three sums: per distinct goal, per
@@ -387,36 +411,32 @@ class FeaturisedPolicy:
         * per distinct (role skeleton, set of past skeletons) and (verb, observation): the bag of their
           crosses;
         * per candidate: its 4 own memory features and the rows of its shared bags.
-        Repeated strings cost one dictionary look-up each (``_FeatureCache``)."""
+        Repeated strings and inputs cost one dictionary look-up each (``_FeatureCache``); ``keys``: the
+        inputs' ``_input_key`` when the caller has them."""
         cache = self._cache
         if cache.full():
             cache = self._cache = _FeatureCache()
         cache.trim()
-        goals, observations, sets, memories, seen, counts = [], [], [], [], [], []
-        for inp in inputs:
-            past = inp.past_actions if inp.past_actions else tuple(a for _, a in inp.history)
-            goal = cache.goal(inp.goal)
-            goals.append(goal)
-            obs = cache.observation(inp.observation)
-            observations.append(obs)
-            cands = cache.candidate_set(goal, inp.candidates)
-            sets.append(cands)
-            memory = cache.memory(goal, past)
-            memories.append(memory)
-            seen.append(cache.seen_mask(obs, cands))
-            taken = memory.taken
-            counts.append([taken.get(t, 0) for t in inp.candidates] if taken else [0] * len(inp.candidates))
-        sizes = np.fromiter((len(s.pairs) for s in sets), dtype=np.int64, count=len(sets))
+        known = cache.inputs
+        parts = []
+        for inp, key in zip(inputs, keys or map(_input_key, inputs), strict=True):
+            part = known.get(key)
+            if part is None:
+                part = known[key] = cache.parts(inp, key[2])
+            parts.append(part)
+        goal_rows, obs_rows, set_rows, past_rows, lasts, recents, seen, counts = zip(*parts, strict=True)
+        sets = [cache.set_rows[k] for k in set_rows]
+        sizes = np.fromiter(map(len, counts), dtype=np.int64, count=len(counts))
         role = np.concatenate([s.roles for s in sets])
         verb = np.concatenate([s.verbs for s in sets])
-        count = _COUNT[np.fromiter(itertools.chain.from_iterable(counts), dtype=np.int64, count=len(role))]
-        last = np.repeat(np.fromiter((m.last for m in memories), dtype=np.int64, count=len(memories)), sizes)
+        count = _COUNT[np.concatenate(counts)]
+        last = np.repeat(np.array(lasts, dtype=np.int64), sizes)
         own = np.stack([count, _cross(role, count), _cross(role, last),
                         _cross(verb, _SEEN[np.concatenate(seen)])], axis=1)
 
         pairs, pair = _rows(np.concatenate([s.pairs for s in sets]))  # distinct (goal, candidate) pairs
-        past_keys, past_bag = _rows(role << 31 | np.repeat([m.past for m in memories], sizes))
-        obs_rows = np.fromiter((o.index for o in observations), dtype=np.int64, count=len(observations))
+        past_keys, past_bag = _rows(role << 31 | np.repeat(np.array(past_rows, dtype=np.int64), sizes))
+        obs_rows = np.array(obs_rows, dtype=np.int64)
         obs_keys, obs_bag = _rows(verb << 31 | np.repeat(obs_rows, sizes))
         static, static_len = _flat([cache.pairs[k].linear_ids for k in pairs])
         past_sets, past_len = _flat([cache.past_sets[k] for k in past_keys & 0x7FFFFFFF])
@@ -427,12 +447,12 @@ class FeaturisedPolicy:
                                   _linear_ids(_cross(np.repeat(obs_keys >> 31, head_len), heads))])
         act_idx, act_len = _flat([cache.pairs[k].deep_ids for k in pairs])
         # the state bag's three parts: per distinct goal, per distinct observation, per input
-        goal_rows, goal_of = _rows(np.fromiter((g.index for g in goals), dtype=np.int64, count=len(goals)))
+        goal_rows, goal_of = _rows(np.array(goal_rows, dtype=np.int64))
         state_rows, state_of = _rows(obs_rows)
         goal_ids, goal_len = _flat([cache.goal_rows[k].ids for k in goal_rows])
         obs_ids, obs_len = _flat([cache.observations[k].ids for k in state_rows])
-        recent = _cross(_HS, np.fromiter(itertools.chain.from_iterable(m.recent for m in memories), dtype=np.int64))
-        recent_len = np.fromiter((len(m.recent) for m in memories), dtype=np.int64, count=len(memories))
+        recent = _cross(_HS, np.fromiter(itertools.chain.from_iterable(recents), dtype=np.int64))
+        recent_len = np.fromiter(map(len, recents), dtype=np.int64, count=len(recents))
         state_idx = np.concatenate([goal_ids, obs_ids, recent]) & (EMBED_BUCKETS - 1)
         n_pairs, n_past, n_goals, n_obs = len(pairs), len(past_keys), len(goal_rows), len(state_rows)
         t = torch.from_numpy
@@ -461,13 +481,13 @@ class FeaturisedPolicy:
         distinct: list[ScoreInput] = []
         inverse = []
         for inp in inputs:
-            past = inp.past_actions if inp.past_actions else tuple(a for _, a in inp.history)
-            row = rows.setdefault((inp.goal, inp.observation, past, inp.candidates), len(distinct))
+            key = _input_key(inp)
+            row = rows.setdefault(key, len(distinct))
             if row == len(distinct):
                 distinct.append(inp)
             inverse.append(row)
         net = self.reference if reference else self.model
-        scores, state = net(self.features(distinct))
+        scores, state = net(self.features(distinct, list(rows)))
         chunks = torch.split(scores, [len(inp.candidates) for inp in distinct])
         if with_state and len(distinct) < len(inputs):
             state = state[torch.tensor(inverse)]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import random
 import shutil
 import signal
@@ -349,6 +350,8 @@ def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, estimator: Any, p
         # metrics.jsonl keeps one line per training iteration; the baseline lives in evals/iter_000000.json
         print(f"iter 0/{cfg.train.iterations}: before training | eval success {baseline['success_rate']:.1f}% "
               f"score {baseline['score']:.1f} ({baseline['seconds']:.1f}s)", flush=True)
+    gc.collect()  # what exists now (policy, pool, caches) lives through the loop: the cyclic garbage
+    gc.freeze()  # collector need not rescan it at every full collection (a quarter of a lab iteration)
     try:
         with stop_on_sigint() as stop, RunProgress(cfg.train.iterations, start, estimate) as run_progress:
             for iteration in range(start + 1, cfg.train.iterations + 1):
@@ -384,6 +387,7 @@ def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, estimator: Any, p
                     raise TrainingInterrupted(run_dir, saved)
     finally:
         records.close()
+        gc.unfreeze()
     try:
         if cfg.train.eval_episodes and evaluation is None:
             with Heartbeat("final evaluation"):

@@ -52,7 +52,7 @@ from gagpo_cli.train.update import (
 )
 
 
-@dataclass
+@dataclass(slots=True)  # no per-instance dict: thousands live through each iteration
 class ScoreSample:
     """One step row in score mode; same order as the StepBatch rows."""
 

@@ -18,7 +18,7 @@ ACTION_MODES = ("generate", "score")
 SCORE_NORMS = ("token", "word", "none")
 
 
-@dataclass
+@dataclass(slots=True)  # no per-instance dict: thousands live through each iteration
 class ScoreInput:
     """What a scoring policy needs to score one step's admissible actions."""
 
