@@ -159,7 +159,9 @@ class UpdaterState:
         self.params: list[torch.nn.Parameter] = policy.trainable_parameters()
         if not self.params:
             raise ValueError("the policy has no trainable parameters")
-        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        on_cpu = all(p.device.type == "cpu" and p.dtype == torch.float32 for p in self.params)
+        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay,
+                                           fused=True if on_cpu else None)  # CPU: one kernel, ~8x faster
         needs_critic = bool(getattr(estimator, "needs_critic", False))
         self.critic: Critic | None = Critic(policy.hidden_size, policy.device, cfg) if needs_critic else None
 
