@@ -7,13 +7,15 @@ machine's load falls on both alike; each is evaluated once (``recipe.evaluate_po
 experiment's ``train.eval_episodes``), that cost spread over ``train.eval_every`` iterations. Per
 variant it prints one JSON line: seconds per iteration split into scoring (the rollout's policy
 calls), environment, update, estimator and amortised evaluation (and, overlapping those, the time
-the garbage collector ran), the CPU seconds of this process per
-iteration, and the training success of the last iteration (the variants learn alike: their numbers
-differ only by float rounding). A last line gives the ratios reference / batched.
+the garbage collector ran), the CPU seconds of this process per iteration, and the training success
+of the last iteration (the variants learn alike: their numbers differ only by float rounding). A
+last line gives the ratios reference / batched. As the trainer does, objects built before the first
+iteration are frozen out of the garbage collector's scans.
 
 - ``batched``: ``FeaturisedPolicy`` as the trainer uses it;
 - ``reference``: the same weights scored the straightforward way (``tests/bow_mlp_reference.py``:
-  every input on its own, one sparse bag of all features per candidate, one MLP row per candidate).
+  every input on its own, one sparse bag of all its features per candidate, one MLP row per
+  candidate on the concatenation); the update path is the same for both.
 
     OMP_NUM_THREADS=1 python benchmarks/lab.py [--experiment lab-alfworld] [--iterations 6]
 
@@ -32,6 +34,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 # benchmarks/estimators.py would shadow the estimators package; tests/ holds the reference scorer
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE] + [str(HERE.parent / "tests")]
+
 
 class GarbageCollection:
     """Seconds Python's cyclic garbage collector ran (it stops everything else while it runs)."""
