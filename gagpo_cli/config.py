@@ -116,7 +116,8 @@ class OptimConfig:
     token_budget: int = 8192  # tokens per packed micro-batch (gradient accumulation over micro-batches)
     critic_lr: float = 1e-5
     value_clip: float = 0.2
-    skip_zero_advantage: bool = False  # leave step rows whose advantage is exactly 0 out of the update
+    skip_zero_advantage: bool = False  # rows with advantage exactly 0 skip the gradient passes when no
+    # entropy, KL or critic term reads them; the loss denominators count every row
 
 
 @dataclass
