@@ -1,13 +1,13 @@
 """HGPO (arXiv 2602.22817; verl-agent recipe/hgpo/core_hgpo.py) against numbers worked out by hand and
-a literal loop reference written from the algorithm's description (clusters of equal recent history)."""
+the literal loop reference ``ref_hgpo`` of ``tests/estimator_loops.py`` (clusters of equal recent history)."""
 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 
 import numpy as np
 import pytest
+from estimator_loops import ref_hgpo
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_estimators_pgpo import batch_of, trajectory
@@ -15,89 +15,6 @@ from test_estimators_pgpo import batch_of, trajectory
 from estimators import get_estimator
 
 S = 1 / math.sqrt(2)
-
-# ---- the literal reference ------------------------------------------------------------------------
-
-
-def _returns(rows, gamma, penalty):
-    trajs = defaultdict(list)
-    for i, row in enumerate(rows):
-        trajs[row["traj"]].append(i)
-    ret = [0.0] * len(rows)
-    for idx in trajs.values():
-        idx.sort(key=lambda i: rows[i]["step"])
-        acc = 0.0
-        for i in reversed(idx):
-            if penalty == "reward":
-                acc = rows[i]["r"] - rows[i]["p"] + gamma * acc
-                ret[i] = acc
-            else:
-                acc = rows[i]["r"] + gamma * acc
-                ret[i] = acc - rows[i]["p"]
-    return trajs, ret
-
-
-def _episode_term(rows, trajs, eps, divide, penalty):
-    """GRPO's episode term over the group's step rows (a one-row group gives 0)."""
-    score = {}
-    for t, idx in trajs.items():
-        net = [rows[i]["r"] - (rows[i]["p"] if penalty == "reward" else 0.0) for i in idx]
-        score[t] = sum(net)
-    row_score = [score[r["traj"]] - (r["p"] if penalty == "verl" else 0.0) for r in rows]
-    by_group = defaultdict(list)
-    for r, s in zip(rows, row_score, strict=True):
-        by_group[r["group"]].append(s)
-    out = []
-    for r, s in zip(rows, row_score, strict=True):
-        xs = by_group[r["group"]]
-        m = sum(xs) / len(xs)
-        if len(xs) < 2 or max(xs) == min(xs):
-            out.append(0.0)
-        elif divide:
-            out.append((s - m) / (math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) + eps))
-        else:
-            out.append(s - m)
-    return out
-
-
-def ref_hgpo(
-    rows,
-    gamma=0.95,
-    eps=1e-6,
-    history_depth=2,
-    weight_alpha=1.0,
-    weight_index="code",
-    mode="mean_std_norm",
-    base_group=False,
-    penalty="reward",
-):
-    trajs, ret = _returns(rows, gamma, penalty)
-    items = defaultdict(list)  # row -> [(L, a)]
-    if base_group:
-        for i, a in enumerate(_episode_term(rows, trajs, eps, mode == "mean_std_norm", penalty)):
-            items[i].append((1, a))
-    clusters = defaultdict(list)
-    for idx in trajs.values():
-        for t, i in enumerate(idx):
-            for k in range(1, min(history_depth + 1, t + 1) + 1):
-                history = tuple(rows[j]["state"] for j in idx[t - k + 1 : t + 1])
-                clusters[(rows[i]["group"], k, history)].append(i)
-    for (_, k, _), members in clusters.items():
-        if len(members) < 2:
-            continue
-        xs = [ret[i] for i in members]
-        m = sum(xs) / len(xs)
-        std = math.sqrt(sum((x - m) ** 2 for x in xs) / len(xs))  # population std
-        for i in members:
-            a = (ret[i] - m) / (std + eps) if mode == "mean_std_norm" else ret[i] - m
-            items[i].append((k + 1 if weight_index == "code" else k, a))
-    out = []
-    for i in range(len(rows)):
-        kept = [(length**weight_alpha, a) for length, a in items[i] if a != 0]
-        total = sum(w for w, _ in kept)
-        out.append(sum(w * a for w, a in kept) / (total + eps) if kept else 0.0)
-    return out
-
 
 # ---- hand-worked cases ------------------------------------------------------------------------------
 

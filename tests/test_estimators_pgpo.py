@@ -1,16 +1,14 @@
-"""PGPO (arXiv 2609.02236, Eqs. 1-11) against numbers worked out by hand and a literal loop reference.
-
-The reference walks rows one at a time with lists and dicts, reading the paper's equations; it shares
-no code with ``estimators``.
+"""PGPO (arXiv 2609.02236, Eqs. 1-11) against numbers worked out by hand and the literal loop reference
+``ref_pgpo`` of ``tests/estimator_loops.py``.
 """
 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 
 import numpy as np
 import pytest
+from estimator_loops import ref_pgpo
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -45,79 +43,6 @@ def trajectory(group, traj, states, rewards, penalties=None, done=True) -> list[
         }
         for t, (s, r, p) in enumerate(zip(states, rewards, penalties, strict=True))
     ]
-
-
-# ---- the literal reference ------------------------------------------------------------------------
-
-
-def _mean(xs):
-    return sum(xs) / len(xs)
-
-
-def _normalised(x, xs, eps, divide=True):
-    """(x - mean) / (sample std + eps); 0 for one member or all-equal members (Eq. 8's rule)."""
-    if len(xs) < 2 or max(xs) == min(xs):
-        return 0.0
-    m = _mean(xs)
-    if not divide:
-        return x - m
-    return (x - m) / (math.sqrt(sum((v - m) ** 2 for v in xs) / (len(xs) - 1)) + eps)
-
-
-def ref_pgpo(
-    rows,
-    gamma=0.95,
-    potential_gamma=1.0,
-    alpha=2.0,
-    beta=1.0,
-    eps=1e-6,
-    mode="mean_std_norm",
-    potential="mean",
-    penalty="reward",
-):
-    trajs = defaultdict(list)
-    for i, row in enumerate(rows):
-        trajs[row["traj"]].append(i)
-    for idx in trajs.values():
-        idx.sort(key=lambda i: rows[i]["step"])
-    # Eq. 1 with the penalty rule
-    ret = [0.0] * len(rows)
-    for idx in trajs.values():
-        acc = 0.0
-        for i in reversed(idx):
-            if penalty == "reward":
-                acc = rows[i]["r"] - rows[i]["p"] + gamma * acc
-                ret[i] = acc
-            else:  # verl: returns of environment rewards, then the row's own penalty
-                acc = rows[i]["r"] + gamma * acc
-                ret[i] = acc - rows[i]["p"]
-    visits = defaultdict(list)  # (group, state) -> rows
-    for i, row in enumerate(rows):
-        visits[(row["group"], row["state"])].append(i)
-
-    def phi(i):  # Eq. 6 (leave one out: without row i)
-        members = [j for j in visits[(rows[i]["group"], rows[i]["state"])] if potential == "mean" or j != i]
-        return _mean([ret[j] for j in members]) if members else 0.0
-
-    delta = [0.0] * len(rows)
-    for idx in trajs.values():
-        for k, i in enumerate(idx):  # Eq. 7
-            if k + 1 < len(idx):
-                target = potential_gamma * phi(idx[k + 1])
-            else:
-                target = potential_gamma * (rows[i]["r"] - rows[i]["p"])
-            delta[i] = target - phi(i)
-    success = defaultdict(list)  # Eq. 9
-    for idx in trajs.values():
-        success[rows[idx[0]]["group"]].append(rows[idx[-1]]["r"] > 0)
-    out = []
-    for i, row in enumerate(rows):
-        members = visits[(row["group"], row["state"])]
-        a_s = _normalised(ret[i], [ret[j] for j in members], eps, divide=mode == "mean_std_norm")  # Eq. 3
-        a_phi = _normalised(delta[i], [delta[j] for j in members], eps)  # Eq. 8
-        weight = beta * (1 - _mean(success[row["group"]])) ** alpha  # Eq. 10
-        out.append(a_s + weight * a_phi)  # Eq. 11
-    return out
 
 
 # ---- hand-worked cases ------------------------------------------------------------------------------
