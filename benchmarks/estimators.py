@@ -14,10 +14,14 @@ Each row also carries a response length and a mean token entropy, and the batch 
 
 Timed per estimator: building the ``StepBatch`` (validation, factorisation) plus ``estimate``
 (advantages and diagnostics). The plain loop implements the same formula row by row with dicts and
-lists on Python lists; it is checked to agree with the vectorised output (1e-6), and the speed-up
-is reported in the same run. Estimators without a plain loop here (pgpo, hgpo, graft, graphgpo,
-g2po: their tests check them against hand-worked values) are timed alone; graft's value-iteration
-sweeps are printed. Both times are the best of ``--repeats`` runs. Target (issue): gagpo on 1M rows <= 1 s on one core, >= 10x.
+lists: the built-ins and planpo, empg below, on Python lists of the columns; pgpo, hgpo, graft,
+graphgpo and g2po with the references of ``tests/estimator_loops.py`` (which their tests also use),
+on a list of row dicts built before the clock starts. Every loop is checked to agree with the
+vectorised output (1e-6) and the speed-up is reported in the same run. The graft loop computes
+Eq. 10's graph continuation, which the estimator skips once value iteration has converged (it is
+below V's accuracy there), so its speed-up counts that work too; graft's value-iteration sweeps are
+printed. Both times are the best of ``--repeats`` runs. Target: gagpo on 1M rows <= 1 s on one core,
+>= 10x.
 """
 
 from __future__ import annotations
@@ -34,9 +38,12 @@ from typing import Any
 import numpy as np
 
 # Run as a file, sys.path[0] is this script's folder, where this very file would shadow the estimators
-# package: look in the repository root instead.
+# package: look in the repository root instead. The peers' loop references live with the tests.
 if Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().parent:
     sys.path[0] = str(Path(__file__).resolve().parents[1])
+sys.path.append(str(Path(__file__).resolve().parents[1] / "tests"))
+
+from estimator_loops import ref_g2po, ref_graft, ref_graphgpo, ref_hgpo, ref_pgpo  # noqa: E402
 
 from estimators import StepBatch, available_estimators, get_estimator  # noqa: E402
 
@@ -265,6 +272,23 @@ LOOPS = {
     "empg": loop_empg,
 }
 
+ROW_LOOPS = {  # tests/estimator_loops.py: a list of row dicts in, options at their defaults
+    "pgpo": ref_pgpo,
+    "hgpo": ref_hgpo,
+    "graft": ref_graft,
+    "graphgpo": ref_graphgpo,
+    "g2po": ref_g2po,
+}
+
+
+def as_rows(cols: dict) -> list[dict]:
+    """The row dicts of ``tests/estimator_loops.py`` from the columns (penalties are in the rewards)."""
+    keys = ("group_ids", "traj_ids", "step_index", "state_keys", "rewards")
+    return [
+        {"group": g, "traj": t, "step": k, "state": s, "r": r, "p": 0.0}
+        for g, t, k, s, r in zip(*(cols[key] for key in keys), strict=True)
+    ]
+
 
 # ---- timing -----------------------------------------------------------------------------------
 
@@ -287,10 +311,11 @@ def time_vectorised(name: str, cols: dict, repeats: int) -> tuple[float, Any]:
 
 def time_loop(name: str, cols: dict, repeats: int) -> tuple[float, np.ndarray]:
     as_lists = {k: v.tolist() for k, v in cols.items()}  # the loop gets Python lists, its natural input
+    loop, data = (ROW_LOOPS[name], as_rows(as_lists)) if name in ROW_LOOPS else (LOOPS[name], as_lists)
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        adv = LOOPS[name](as_lists)
+        adv = loop(data)
         times.append(time.perf_counter() - start)
     return min(times), np.asarray(adv)
 
@@ -315,7 +340,7 @@ def main() -> None:
             seconds, out = time_vectorised(name, cols, args.repeats)
             adv = out.advantages
             loop_cell, speed_cell = "-", "-"
-            if n <= args.loop_max_rows and name in LOOPS:
+            if n <= args.loop_max_rows and (name in LOOPS or name in ROW_LOOPS):
                 loop_seconds, loop_adv = time_loop(name, cols, args.repeats)
                 if not np.allclose(adv, loop_adv, atol=1e-6, rtol=0):
                     raise SystemExit(f"{name}: vectorised and loop results differ at {n} rows")
