@@ -1,4 +1,4 @@
-"""Cost of one score-mode step (issue 10): the language model scores every admissible action.
+"""Cost of one score-mode step: the language model scores every admissible action.
 
 States come from expert episodes on the embedded ALFWorld and WebShop (the prompt shows the
 default two-step history). For each environment, with and without the admissible actions listed

@@ -1,4 +1,4 @@
-"""Cost of one score-mode update (issue 10) by where the LoRA adapter acts, in the same run on the same rows.
+"""Cost of one score-mode update by where the LoRA adapter acts, in the same run on the same rows.
 
 Rows are WebShop expert states shown as the quickstart shows them (no history, actions not listed),
 each with a random chosen candidate and advantage. One ``ScoreUpdater.update`` (lr 0, so every

@@ -3,11 +3,11 @@
 An ``Environment`` is a loaded benchmark (catalog, game set, engine handle): expensive to build,
 shared by every episode, safe to keep for a whole run. An ``Episode`` is one live interaction with
 it. Text in, text out; for a given ``(split, task_id, seed)`` an episode is fully deterministic,
-and two episodes that reach the same state produce the same ``state_key`` (SPEC section 1: the
+and two episodes that reach the same state produce the same ``state_key`` (docs/algorithms.md#words: the
 current observation text alone, no prompt, no history).
 
 Rewards here are the benchmark's raw rewards (WebShop: the score in [0, 1] at purchase; ALFWorld:
-1.0 when won). The training reward of SPEC section 6 is made by the rollout, not here.
+1.0 when won). The training reward of docs/algorithms.md#rewards-and-penalties is made by the rollout, not here.
 """
 
 from __future__ import annotations

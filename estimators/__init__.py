@@ -1,4 +1,4 @@
-"""Advantage estimators (SPEC sections 2-5, API of section 7).
+"""Advantage estimators (docs/algorithms.md: #step-batch to #baselines; the API of #public-api).
 
     from estimators import StepBatch, get_estimator, available_estimators
     adv = get_estimator("gagpo", gamma=0.95, lam=0.8).compute(StepBatch(...))

@@ -1,4 +1,4 @@
-"""``StepBatch``: the input of every estimator (SPEC section 2), validated once at construction."""
+"""``StepBatch``: the input of every estimator (docs/algorithms.md#step-batch), validated once at construction."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from estimators.grouping import StateIndex, TrajectoryLayout
 
 @dataclass(frozen=True)
 class StepGroups:
-    """Step groups G(s) of SPEC 3 step 2: equal state keys inside one rollout group.
+    """Step groups G(s) of docs/algorithms.md#gagpo step 2: equal state keys inside one rollout group.
 
     ``codes`` per slot (trajectory order), ``sizes[c]`` = |G| of code c.
     """
@@ -103,19 +103,19 @@ OPTIONAL_COLUMNS = ("values", "response_lengths", "entropies", "iteration", "tot
 
 @dataclass(frozen=True, eq=False)
 class StepBatch:
-    """One row per environment step, rows in any order (SPEC section 2).
+    """One row per environment step, rows in any order (docs/algorithms.md#step-batch).
 
     Accepts numpy arrays or lists. Construction validates every field and raises ``ValueError``
     naming the field: 1-D, equal lengths, dtypes (ids: integers or strings; ``step_index``:
     integers; ``rewards``/``values``: finite numbers; ``terminated``: booleans or 0/1;
     ``state_keys``: strings; ``penalties``: finite numbers), every ``traj_id`` inside a single
     ``group_id``, and each trajectory's ``step_index`` exactly ``0..T-1``. ``values`` (critic V_phi(s_t))
-    is optional; only estimators with ``needs_critic`` read it. ``penalties`` (SPEC 6) is optional too,
+    is optional; only estimators with ``needs_critic`` read it. ``penalties`` (docs/algorithms.md#rewards-and-penalties) is optional too,
     0 on every row when omitted: the invalid-action penalty of each row, kept apart from ``rewards``
     (which then hold the environment reward alone) so that an estimator's ``penalty`` option can choose
     where it enters; ``net_rewards`` = ``rewards - penalties`` is the reward sequence of the ``reward``
     rule, and what an estimator that ignores ``penalties`` should read. ``terminated`` is validated and
-    kept for trainers and plugins: no built-in formula reads it, since SPEC 3 step 4 bootstraps 0
+    kept for trainers and plugins: no built-in formula reads it, since docs/algorithms.md#gagpo step 4 bootstraps 0
     after a trajectory's last row whether the episode ended or was cut by the step budget.
 
     Optional inputs of particular estimators (``OPTIONAL_COLUMNS``; an estimator lists those it reads
@@ -181,11 +181,11 @@ class StepBatch:
 
     @cached_property
     def net_rewards(self) -> np.ndarray:
-        """``rewards - penalties`` per row (SPEC 6 ``reward`` rule: the penalty is part of the reward)."""
+        """``rewards - penalties`` per row (docs/algorithms.md#rewards-and-penalties ``reward`` rule: the penalty is part of the reward)."""
         return self.rewards - self.penalties
 
     def with_penalties_in_rewards(self) -> StepBatch:
-        """This batch with ``rewards = net_rewards`` and ``penalties`` 0 (SPEC 2's reading of ``rewards``:
+        """This batch with ``rewards = net_rewards`` and ``penalties`` 0 (docs/algorithms.md#step-batch's reading of ``rewards``:
         penalty included), for estimators that do not read ``penalties``; shares the validated layout."""
         out = object.__new__(StepBatch)
         out.__dict__.update(self.__dict__)  # frozen dataclass: copy the fields without re-validating
@@ -200,5 +200,5 @@ class StepBatch:
 
     @cached_property
     def step_groups(self) -> StepGroups:
-        """SPEC 3 step 2: exact state-key match inside each rollout group (computed on first use)."""
+        """docs/algorithms.md#gagpo step 2: exact state-key match inside each rollout group (computed on first use)."""
         return StepGroups(codes=self.state_index.codes, sizes=self.state_index.sizes)

@@ -30,7 +30,7 @@ def advantage_stats(adv: np.ndarray) -> dict[str, float]:
 def step_group_stats(sizes: np.ndarray) -> dict[str, float]:
     """``stepgroup/*`` over the step groups G(s) of the batch (one entry per distinct (rollout group,
     state)): mean |G(s)|, share of singletons (|G| = 1), their count, and the share of rows that sit
-    in a singleton (those rows get no grouped baseline: SPEC 3's degenerate case)."""
+    in a singleton (those rows get no grouped baseline: docs/algorithms.md#gagpo's degenerate case)."""
     if sizes.size == 0:
         return dict.fromkeys(
             (

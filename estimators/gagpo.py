@@ -1,4 +1,4 @@
-"""GAGPO (SPEC 3) and its six Table 2 ablations (SPEC 4)."""
+"""GAGPO (docs/algorithms.md#gagpo) and its six Table 2 ablations (docs/algorithms.md#ablations)."""
 
 from __future__ import annotations
 
@@ -15,18 +15,18 @@ from estimators.penalty import DEFAULT_PENALTY, step_returns
 
 
 class GAGPO(Estimator):
-    """GAE over a non-parametric grouped value proxy, group-normalised (SPEC 3, the paper's Eq. 1).
+    """GAE over a non-parametric grouped value proxy, group-normalised (docs/algorithms.md#gagpo, the paper's Eq. 1).
 
     Options: ``gamma`` (0.95), ``lam`` (0.8), ``eps`` (1e-6), ``norm`` ("group" | "batch" | "none"),
-    ``penalty`` ("reward" | "verl", SPEC 6). The TD residual always uses ``r_t - penalty_t``; the rules
+    ``penalty`` ("reward" | "verl", docs/algorithms.md#rewards-and-penalties). The TD residual always uses ``r_t - penalty_t``; the rules
     differ in ``R_t`` (hence the grouped value): ``reward`` discounts the penalty back into earlier
     returns, ``verl`` lowers only the row's own ``R_t`` (``estimators.penalty``). Under ``verl`` the
-    SPEC 3 identity lambda = 1 <=> ``R_t - V(s_t)`` no longer holds (GAE still carries ``r_t - p_t``
+    docs/algorithms.md#gagpo identity lambda = 1 <=> ``R_t - V(s_t)`` no longer holds (GAE still carries ``r_t - p_t``
     back through delta); ``gagpo-mc`` then uses the adjusted ``R_t - V(s_t)``.
     Loss: one length-normalised importance ratio per action, "seq-mean-token-mean" aggregation.
     Edge cases: a normalisation group of one row, or with zero spread, gives exactly 0. A step group
     of one row has V(s) = its own return, so in a rollout group where no state but the shared
-    initial one repeats, every row after a trajectory's first gets 0 (SPEC 3's degenerate case; the
+    initial one repeats, every row after a trajectory's first gets 0 (docs/algorithms.md#gagpo's degenerate case; the
     ``stepgroup/*`` diagnostics show how often states are singletons).
     """
 
@@ -47,18 +47,18 @@ class GAGPO(Estimator):
         gamma, eps = self.options["gamma"], self.options["eps"]
         penalty = self.options["penalty"]
         r = layout.to_slots(batch.net_rewards)  # r_t - penalty_t: the TD residual's reward in both rules
-        returns = step_returns(batch, gamma, penalty)  # SPEC 3 step 1: R_t = r_t + gamma * R_{t+1} (SPEC 6)
-        # SPEC 3 steps 2-3: V(s) = mean of R over the step group G(s) (same state, same rollout group)
+        returns = step_returns(batch, gamma, penalty)  # docs/algorithms.md#gagpo step 1: R_t = r_t + gamma * R_{t+1} (docs/algorithms.md#rewards-and-penalties)
+        # docs/algorithms.md#gagpo steps 2-3: V(s) = mean of R over the step group G(s) (same state, same rollout group)
         value = segment_mean(groups.codes, returns, groups.count)[groups.codes]
         if self.monte_carlo:
-            adv = returns - value  # SPEC 4 gagpo-mc: Monte-Carlo step advantage
+            adv = returns - value  # docs/algorithms.md#ablations gagpo-mc: Monte-Carlo step advantage
         else:
-            next_value = layout.next_in_trajectory(value)  # SPEC 3 step 4: 0 after the last row
-            delta = r + gamma * next_value - value  # SPEC 3 step 5: TD residual over the value proxy
-            adv = layout.reverse_scan(delta, gamma * self.options["lam"])  # SPEC 3 step 6: GAE recursion
+            next_value = layout.next_in_trajectory(value)  # docs/algorithms.md#gagpo step 4: 0 after the last row
+            delta = r + gamma * next_value - value  # docs/algorithms.md#gagpo step 5: TD residual over the value proxy
+            adv = layout.reverse_scan(delta, gamma * self.options["lam"])  # docs/algorithms.md#gagpo step 6: GAE recursion
         if self.broadcast:
-            adv = adv + episode_advantage(batch, eps, penalty=penalty)  # SPEC 4 gagpo-broadcast: GRPO's episode term
-        norm = self.options["norm"]  # SPEC 3 step 7 (SPEC 4: batch / none)
+            adv = adv + episode_advantage(batch, eps, penalty=penalty)  # docs/algorithms.md#ablations gagpo-broadcast: GRPO's episode term
+        norm = self.options["norm"]  # docs/algorithms.md#gagpo step 7 (docs/algorithms.md#ablations: batch / none)
         if norm == "group":
             adv = segment_standardize(layout.group, adv, layout.n_groups, eps)
         elif norm == "batch":
@@ -76,7 +76,7 @@ class GAGPOLambda0(GAGPO):
 
 class GAGPOMonteCarlo(GAGPO):
     """Ablation: Monte-Carlo step advantage ``R_t - V(s_t)``, computed directly; it equals the GAE of
-    lam = 1 (SPEC 3 identity; under ``penalty=verl`` it is the adjusted ``R_t - V(s_t)``), so ``lam`` is
+    lam = 1 (docs/algorithms.md#gagpo identity; under ``penalty=verl`` it is the adjusted ``R_t - V(s_t)``), so ``lam`` is
     fixed at 1."""
 
     name: ClassVar[str] = "gagpo-mc"

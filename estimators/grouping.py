@@ -3,7 +3,7 @@
 Every estimator works on rows placed in *trajectory order*: slot ``k`` of ``TrajectoryLayout``
 holds row ``order[k]``; slots run trajectory by trajectory, steps ascending inside each one. In that
 order "the next row of the same trajectory" is the next slot, and a trajectory's backward recursion
-(SPEC 3 steps 1 and 6) is one vectorised update per step *position*, never a loop over rows.
+(docs/algorithms.md#gagpo steps 1 and 6) is one vectorised update per step *position*, never a loop over rows.
 
 Costs are linear in the number of rows n: hashing for factorisation, ``np.bincount`` for segment
 sums, and ``T_max`` (longest trajectory) vectorised updates whose sizes add up to n.
@@ -95,7 +95,7 @@ class TrajectoryLayout:
     @classmethod
     def build(cls, group_ids: np.ndarray, traj_ids: np.ndarray, step_index: np.ndarray) -> TrajectoryLayout:
         """Place the rows; raise ``ValueError`` when a trajectory spans several rollout groups or its
-        ``step_index`` values are not exactly ``0..T-1`` (SPEC 1: steps t = 0..T-1)."""
+        ``step_index`` values are not exactly ``0..T-1`` (docs/algorithms.md#words: steps t = 0..T-1)."""
         n = len(step_index)
         row_traj, n_traj = factorize(traj_ids)
         row_group, n_groups = factorize(group_ids)
@@ -209,7 +209,7 @@ def segment_relative(
 ) -> np.ndarray:
     """``x`` relative to a separate population per code: ``(x - mean) / (std + eps)`` (``eps=None``: no
     division), mean and unbiased std over ``pop`` grouped by ``pop_codes``. A code whose population has
-    one member, or (with division) zero spread, gives exactly 0 (SPEC 5 edge rule), even where ``x``
+    one member, or (with division) zero spread, gives exactly 0 (docs/algorithms.md#baselines edge rule), even where ``x``
     itself differs from that population."""
     mean = segment_mean(pop_codes, pop, k)
     counts = np.bincount(pop_codes, minlength=k)

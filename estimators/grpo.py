@@ -1,4 +1,4 @@
-"""GRPO (SPEC 5): the trajectory score, normalised inside its rollout group."""
+"""GRPO (docs/algorithms.md#baselines): the trajectory score, normalised inside its rollout group."""
 
 from __future__ import annotations
 
@@ -18,12 +18,12 @@ def episode_advantage(
 ) -> np.ndarray:
     """Episode-level relative advantage of every slot (trajectory order).
 
-    SPEC 5: ``score`` = undiscounted sum of the trajectory's rewards; ``(score - mean) / (std + eps)``
+    docs/algorithms.md#baselines: ``score`` = undiscounted sum of the trajectory's rewards; ``(score - mean) / (std + eps)``
     (``divide_by_std=False``: ``score - mean``) with mean and unbiased std over the rows of the
     rollout group (``stats="steps"``: longer trajectories weigh more, as the reference does) or over
     one score per trajectory (``stats="trajectory"``). A single row/trajectory, or zero spread, gives 0.
 
-    ``penalty`` (SPEC 6, ``estimators.penalty``): under ``verl`` each row's score is its trajectory's
+    ``penalty`` (docs/algorithms.md#rewards-and-penalties, ``estimators.penalty``): under ``verl`` each row's score is its trajectory's
     environment score minus the row's own penalty. With ``stats="steps"`` those row scores are also the
     statistics population (as verl-agent's ``episode_norm_reward``, which takes every row's own
     ``token_level_scores``); with ``stats="trajectory"`` the population is one environment score per
@@ -48,8 +48,8 @@ def episode_advantage(
 class GRPO(Estimator):
     """GRPO with the step rows of a rollout group as its statistics population (GiGPO's pipeline).
 
-    Options: ``eps`` (1e-6), ``stats`` ("steps" | "trajectory"), ``penalty`` ("reward" | "verl", SPEC 6:
-    where ``StepBatch.penalties`` enter the scores; see ``episode_advantage``). SPEC 5 edge rule, which
+    Options: ``eps`` (1e-6), ``stats`` ("steps" | "trajectory"), ``penalty`` ("reward" | "verl", docs/algorithms.md#rewards-and-penalties:
+    where ``StepBatch.penalties`` enter the scores; see ``episode_advantage``). docs/algorithms.md#baselines edge rule, which
     departs from the reference code (mean 0, std 1 for a one-row group): a one-row group or a zero
     spread gives 0.
     """

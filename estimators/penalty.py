@@ -1,4 +1,4 @@
-"""Where the invalid-action penalty enters scores and returns: the estimator option ``penalty`` (SPEC 6).
+"""Where the invalid-action penalty enters scores and returns: the estimator option ``penalty`` (docs/algorithms.md#rewards-and-penalties).
 
 ``StepBatch.penalties`` holds each row's penalty apart from its environment reward. Two rules:
 
@@ -25,7 +25,7 @@ DEFAULT_PENALTY = "reward"
 
 
 def step_returns(batch: StepBatch, gamma: float, mode: str) -> np.ndarray:
-    """``R_t`` of every slot (SPEC 3 step 1) under penalty rule ``mode``."""
+    """``R_t`` of every slot (docs/algorithms.md#gagpo step 1) under penalty rule ``mode``."""
     layout = batch.layout
     if mode == "verl":  # recursion over environment rewards, then each row's own penalty
         return layout.reverse_scan(layout.to_slots(batch.rewards), gamma) - layout.to_slots(batch.penalties)
@@ -33,7 +33,7 @@ def step_returns(batch: StepBatch, gamma: float, mode: str) -> np.ndarray:
 
 
 def scores(batch: StepBatch, mode: str) -> tuple[np.ndarray, np.ndarray]:
-    """``(row_score, traj_score)``: the score of every slot (SPEC 5) and one score per trajectory code.
+    """``(row_score, traj_score)``: the score of every slot (docs/algorithms.md#baselines) and one score per trajectory code.
 
     ``traj_score`` is the trajectory's member in trajectory-level statistics (``grpo stats=trajectory``,
     ``rloo``): its undiscounted reward sum, penalties included under ``reward`` and environment rewards

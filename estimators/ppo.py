@@ -1,4 +1,4 @@
-"""PPO (SPEC 5): step-level GAE over a learned critic V_phi; value targets for the critic."""
+"""PPO (docs/algorithms.md#baselines): step-level GAE over a learned critic V_phi; value targets for the critic."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ class PPO(Estimator):
     trajectory's last row: no value is recorded for the state after it), ``A_t = delta_t + gamma *
     lam * A_{t+1}``; ``returns = A_t + V_phi(s_t)`` are the value-head targets.
 
-    Option ``penalty`` (SPEC 6): ``reward`` puts ``r_t - penalty_t`` in the TD residual, so GAE carries
+    Option ``penalty`` (docs/algorithms.md#rewards-and-penalties): ``reward`` puts ``r_t - penalty_t`` in the TD residual, so GAE carries
     the penalty back to earlier steps; ``verl`` runs GAE over environment rewards and then lowers the
     row's own advantage and value target by its own penalty, nothing else, as verl-agent lowers a row's
     own return. (verl-agent has no step-level critic GAE to copy: its PPO scores each row as a
@@ -48,6 +48,6 @@ class PPO(Estimator):
         v = layout.to_slots(batch.values)
         delta = r + gamma * layout.next_in_trajectory(v) - v  # TD residual over the critic
         adv = layout.reverse_scan(delta, gamma * lam)  # GAE recursion, backwards in each trajectory
-        if verl:  # SPEC 6 verl rule: only the row's own advantage / return carries its penalty
+        if verl:  # docs/algorithms.md#rewards-and-penalties verl rule: only the row's own advantage / return carries its penalty
             adv = adv - layout.to_slots(batch.penalties)
         return EstimatorOutput(advantages=layout.to_rows(adv), returns=layout.to_rows(adv + v))

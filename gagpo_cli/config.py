@@ -1,7 +1,7 @@
 """Typed experiment configuration: YAML files, command-line overrides, the resolved config of a run.
 
 Defaults are the paper's training settings, the same values as the paper's files
-``experiments/{alfworld,webshop}-{gagpo,gigpo}.yaml`` (SPEC section 6): 16 tasks x 8 rollouts, 512 new
+``experiments/{alfworld,webshop}-{gagpo,gigpo}.yaml`` (docs/algorithms.md#rewards-and-penalties): 16 tasks x 8 rollouts, 512 new
 tokens, temperature 1.0 / 0.4, lr 1e-6, clip 0.2, KL 0.01, entropy 0.001, 1 epoch, 160 iterations,
 an evaluation of 128 episodes every 10 iterations, a checkpoint every 10. Where the built-in
 defaults differ from those files, on purpose:
@@ -12,7 +12,7 @@ defaults differ from those files, on purpose:
   WebShop 15);
 - ``estimator.options``: empty, i.e. the estimator's defaults, which are the paper's (GAGPO gamma
   0.95, lambda 0.8; GiGPO mean_std_norm, the ALFWorld setting; its WebShop file says mean_norm).
-SPEC 6 gives "150-160 iterations": the files and these defaults take 160 and evaluate every 10.
+docs/algorithms.md#rewards-and-penalties gives "150-160 iterations": the files and these defaults take 160 and evaluate every 10.
 A file or override may set any field by its
 dotted path (``optim.lr``); an unknown or mistyped key, or a value of the wrong type, is a
 ``UsageError`` naming the key and where it came from.
@@ -71,7 +71,7 @@ class EnvConfig:
 
 @dataclass
 class EstimatorConfig:
-    """The advantage estimator and its options (SPEC section 7 option names)."""
+    """The advantage estimator and its options (docs/algorithms.md#public-api option names)."""
 
     name: str = "gagpo"
     options: dict[str, Any] = field(default_factory=dict)
@@ -86,10 +86,10 @@ class RolloutConfig:
     temperature: float = 1.0
     eval_temperature: float = 0.4
     max_new_tokens: int = 512
-    success_reward: float = 10.0  # SPEC 6: 10 x success at the final step
-    reward: str = "success"  # success (SPEC 6) | score: success_reward x the raw final score (WebShop's own RL reward)
-    invalid_penalty: float = 0.1  # SPEC 6: minus 0.1 on a malformed step
-    action_mode: str = "generate"  # generate (the paper's: the model writes the action) | score (issue 10)
+    success_reward: float = 10.0  # docs/algorithms.md#rewards-and-penalties: 10 x success at the final step
+    reward: str = "success"  # success (docs/algorithms.md#rewards-and-penalties) | score: success_reward x the raw final score (WebShop's own RL reward)
+    invalid_penalty: float = 0.1  # docs/algorithms.md#rewards-and-penalties: minus 0.1 on a malformed step
+    action_mode: str = "generate"  # generate (the paper's: the model writes the action) | score (rank the admissible actions)
     # score mode: an action's log-likelihood (its tokens and the closing </action>) divided by the action's own
     # token count (token, TWOSOME), its word count (word) or 1 (none)
     score_norm: str = "token"
@@ -100,7 +100,7 @@ class RolloutConfig:
 
 @dataclass
 class OptimConfig:
-    """The policy update (SPEC 3 policy side, SPEC 6 defaults)."""
+    """The policy update (docs/algorithms.md#gagpo policy side, docs/algorithms.md#rewards-and-penalties defaults)."""
 
     lr: float = 1e-6
     weight_decay: float = 0.01
@@ -124,7 +124,7 @@ class OptimConfig:
 class TrainConfig:
     """The loop: length, seed, evaluation and checkpoint cadence."""
 
-    iterations: int = 160  # the paper's files (SPEC 6 gives 150-160)
+    iterations: int = 160  # the paper's files (docs/algorithms.md#rewards-and-penalties gives 150-160)
     seed: int = 0
     eval_every: int = 10  # 0: no periodic evaluation; 10 as the paper's files
     eval_episodes: int = 128

@@ -11,7 +11,7 @@ A training run directory (or one of its checkpoints) as the policy replays the r
 (``eval_settings``): every setting not given is the run's, so the run's last evaluation (its
 ``eval.json``) comes out again, episode for episode.
 
-Reported numbers (SPEC section 6), all rates in percent:
+Reported numbers (docs/algorithms.md#rewards-and-penalties), all rates in percent:
 - ``success_rate``: 100 x share of episodes won (WebShop: raw reward == 1; ALFWorld: won);
 - ``score``: 100 x mean raw score of the final step (WebShop: the purchase reward; environments
   whose score is 1 on success, such as ALFWorld, give the success rate again);

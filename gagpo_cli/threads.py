@@ -1,6 +1,6 @@
 """How many CPU threads torch should use: the cores actually free to this process.
 
-Oversubscription ruins CPU runs (issue 10: two torch threads on a core already busy made a step 7x
+Oversubscription ruins CPU runs (measured: two torch threads on a core already busy made a step 7x
 slower), so the rule is, in order:
 1. an explicit setting (``train.threads`` / ``--threads``), at least 1;
 2. ``OMP_NUM_THREADS`` when set to a positive integer (a launcher running several jobs side by side

@@ -1,4 +1,4 @@
-"""SPEC 3 identities, row-order invariance, and finite output on every degenerate group."""
+"""docs/algorithms.md#gagpo identities, row-order invariance, and finite output on every degenerate group."""
 
 from __future__ import annotations
 

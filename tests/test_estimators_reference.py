@@ -1,7 +1,7 @@
-"""Property-based tests: every estimator against a slow, literal reference of SPEC sections 3-5.
+"""Property-based tests: every estimator against a slow, literal reference of docs/algorithms.md#gagpo to #baselines.
 
 The reference below walks trajectories one row at a time with plain Python lists and dicts, the
-way the SPEC text reads; it shares no code with the ``estimators`` package. Hypothesis draws
+way docs/algorithms.md reads; it shares no code with the ``estimators`` package. Hypothesis draws
 random batches (several rollout groups, repeated and unique states, one-row and one-trajectory
 groups, invalid-action penalties, integer or string ids) with their rows in random order.
 """
@@ -41,7 +41,7 @@ def _std(xs: list[float]) -> float:
 
 
 def ref_returns(rows: list[dict], gamma: float) -> list[float]:
-    """SPEC 3 step 1: R_t = r_t + gamma R_{t+1}."""
+    """docs/algorithms.md#gagpo step 1: R_t = r_t + gamma R_{t+1}."""
     out = [0.0] * len(rows)
     for idx in _trajectories(rows).values():
         nxt = 0.0
@@ -52,7 +52,7 @@ def ref_returns(rows: list[dict], gamma: float) -> list[float]:
 
 
 def ref_value_proxy(rows: list[dict], gamma: float) -> list[float]:
-    """SPEC 3 steps 2-3: V(s_t) = mean R over rows with the same state in the same rollout group."""
+    """docs/algorithms.md#gagpo steps 2-3: V(s_t) = mean R over rows with the same state in the same rollout group."""
     ret = ref_returns(rows, gamma)
     members = defaultdict(list)
     for i, row in enumerate(rows):
@@ -61,7 +61,7 @@ def ref_value_proxy(rows: list[dict], gamma: float) -> list[float]:
 
 
 def ref_td_residual(rows: list[dict], gamma: float, values: list[float]) -> list[float]:
-    """SPEC 3 steps 4-5 (and SPEC 5 ppo): delta_t = r_t + gamma V(s_{t+1}) - V(s_t), V after the end = 0."""
+    """docs/algorithms.md#gagpo steps 4-5 (and docs/algorithms.md#baselines ppo): delta_t = r_t + gamma V(s_{t+1}) - V(s_t), V after the end = 0."""
     delta = [0.0] * len(rows)
     for idx in _trajectories(rows).values():
         for k, i in enumerate(idx):
@@ -71,7 +71,7 @@ def ref_td_residual(rows: list[dict], gamma: float, values: list[float]) -> list
 
 
 def ref_gae(rows: list[dict], delta: list[float], coef: float) -> list[float]:
-    """SPEC 3 step 6: A_t = delta_t + coef A_{t+1}."""
+    """docs/algorithms.md#gagpo step 6: A_t = delta_t + coef A_{t+1}."""
     out = [0.0] * len(rows)
     for idx in _trajectories(rows).values():
         acc = 0.0
@@ -99,7 +99,7 @@ def ref_scores(rows: list[dict]) -> dict:
 
 
 def ref_episode_term(rows: list[dict], eps: float, divide: bool, stats: str = "steps") -> list[float]:
-    """SPEC 5 grpo: score relative to the group's rows (or trajectories), over std + eps if ``divide``."""
+    """docs/algorithms.md#baselines grpo: score relative to the group's rows (or trajectories), over std + eps if ``divide``."""
     score = ref_scores(rows)
     population = defaultdict(list)
     if stats == "steps":

@@ -1,4 +1,4 @@
-"""The policy loss follows verl's ``verl/trainer/ppo/core_algos.py`` on each numeric point (issue 11, item 9).
+"""The policy loss follows verl's ``verl/trainer/ppo/core_algos.py`` on each numeric point.
 
 Hand-worked tests pin each clamp and rule (arithmetic in the comments); one test compares a whole batch,
 values and gradients, with literal numbers produced from verl's own functions (see its docstring).

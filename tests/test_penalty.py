@@ -1,4 +1,4 @@
-"""The estimator option ``penalty`` and ``StepBatch.penalties`` (SPEC 6), on a hand-worked batch.
+"""The estimator option ``penalty`` and ``StepBatch.penalties`` (docs/algorithms.md#rewards-and-penalties), on a hand-worked batch.
 
 One rollout group, gamma = 0.5 (easy arithmetic), environment rewards r and penalties p:
 
@@ -25,7 +25,7 @@ import pytest
 from estimators import StepBatch, available_estimators, get_estimator
 from estimators.penalty import scores, step_returns
 
-# rows deliberately out of order (SPEC 2: never assume sorted)
+# rows deliberately out of order (docs/algorithms.md#step-batch: never assume sorted)
 ROWS = [  # (traj, step, reward, penalty, state)
     (1, 1, 0.0, 0.0, "x"),
     (0, 2, 10.0, 0.0, "y"),
@@ -139,7 +139,7 @@ def test_grpo_and_rloo_verl_hand_worked():
 
 
 def test_grpo_trajectory_verl_zero_spread_gives_zero():
-    # both trajectories score 0 in the environment: zero spread -> 0 even on the penalised rows (SPEC 5 edge rule;
+    # both trajectories score 0 in the environment: zero spread -> 0 even on the penalised rows (docs/algorithms.md#baselines edge rule;
     # -0.1 / eps would be -1e5)
     traj, step, _, penalty, state = (list(c) for c in zip(*ROWS, strict=True))
     b = StepBatch(group_ids=[7] * 5, traj_ids=traj, step_index=step, rewards=[0.0] * 5,
@@ -220,7 +220,7 @@ def test_bad_penalty_value_lists_the_valid_ones():
 
 
 def test_an_estimator_without_the_penalty_option_sees_penalties_in_rewards():
-    # a third-party estimator written against SPEC 2 (rewards include the penalty) that never heard of
+    # a third-party estimator written against docs/algorithms.md#step-batch (rewards include the penalty) that never heard of
     # StepBatch.penalties: the base class hands it rewards - penalties
     from estimators import Estimator, EstimatorOutput
 

@@ -12,7 +12,7 @@ works in float32, hence the 2e-6 tolerance. None of its code is part of this rep
 
 The batch has repeated and singleton anchor states, penalties at the first step, in the middle, and
 on a winning last step, and every rollout group has several rows (verl-agent gives a one-row group
-``score / (1 + eps)`` where SPEC 5 gives 0, a difference this batch avoids on purpose).
+``score / (1 + eps)`` where docs/algorithms.md#baselines gives 0, a difference this batch avoids on purpose).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """WebShop reward: each way the original ``get_reward`` differs from ``reward=fixed``, and reference values.
 
-One test per difference listed in issue 11 (original vs fixed), the noun filter, thefuzz 0.19's scoring,
+One test per difference between ``reward=original`` and ``reward=fixed`` (the README lists them), the noun filter, thefuzz 0.19's scoring,
 the environment option, and rewards computed by the original code itself.
 """
 
@@ -39,7 +39,7 @@ def goal(**over) -> Goal:
     return Goal(**fields)
 
 
-# --- issue 11, item 10: one test per difference ------------------------------------------------------------
+# --- one test per difference between original and fixed ------------------------------------------------------------
 
 def test_size_is_fuzzy_in_the_original_exact_when_fixed():
     # a list goal (no option names): "x-large" -> "x large" is a token superset of "large": score 100 > 85

@@ -1,6 +1,6 @@
 """Candidate search queries built from the instruction, so that every WebShop step has a finite set of
 admissible actions (option ``search_queries``; used by policies that rank actions instead of writing
-them, issue 10). The rule is fixed and the same for every policy:
+them). The rule is fixed and the same for every policy:
 
 1. the *request*: the instruction without its opening ("i need", "get me", "i'm looking for", ...)
    and leading article, without the price clause ("and price lower than 50.00 dollars") and without punctuation;

@@ -1,4 +1,4 @@
-"""The paper's sweeps as presets: ``--preset table2`` (GAGPO and its six ablations, SPEC 4 order) and
+"""The paper's sweeps as presets: ``--preset table2`` (GAGPO and its six ablations, docs/algorithms.md#ablations order) and
 ``--preset table1`` (the compared methods x the two environments)."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ from gagpo_cli.errors import UsageError
 from gagpo_cli.sweep.grid import Axis, AxisValue
 from gagpo_core.plugins import unknown_name_message
 
-# SPEC 4: the rows of Table 2, in the paper's order
+# docs/algorithms.md#ablations: the rows of Table 2, in the paper's order
 TABLE2_ESTIMATORS = ("gagpo", "gagpo-lambda0", "gagpo-mc", "gagpo-token-ratio", "gagpo-broadcast",
                      "gagpo-batch-norm", "gagpo-no-norm")
 
-# Table 1 methods: label -> overrides (GiGPO in both modes, SPEC 5)
+# Table 1 methods: label -> overrides (GiGPO in both modes, docs/algorithms.md#baselines)
 TABLE1_METHODS: dict[str, dict[str, object]] = {
     "ppo": {"estimator.name": "ppo"},
     "rloo": {"estimator.name": "rloo"},

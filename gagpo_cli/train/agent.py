@@ -3,7 +3,7 @@
 ``load_agent(spec)`` accepts a training run directory (its ``config.yaml`` and newest checkpoint),
 one checkpoint folder (``<run>/checkpoints/iter_000010``), or a model (local folder or hub id).
 The agent acts through the rollout's ``decide`` (same prompts, one batched generation per turn)
-at the evaluation temperature (SPEC 6: 0.4).
+at the evaluation temperature (docs/algorithms.md#rewards-and-penalties: 0.4).
 """
 
 from __future__ import annotations

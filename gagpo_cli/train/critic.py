@@ -1,4 +1,4 @@
-"""The PPO critic: a value head V_phi(s_t) on the policy's backbone (SPEC 5, ppo).
+"""The PPO critic: a value head V_phi(s_t) on the policy's backbone (docs/algorithms.md#baselines, ppo).
 
 The state s_t of a step row is its prompt, so V_phi(s_t) reads the last hidden state at the prompt's
 last token (the same backbone pass that gives the response log-probs; with LoRA, hidden states under

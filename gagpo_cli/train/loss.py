@@ -1,4 +1,4 @@
-"""Policy and value losses as pure tensor functions (SPEC 3 policy side, SPEC 5 ppo, SPEC 6 defaults).
+"""Policy and value losses as pure tensor functions (docs/algorithms.md#gagpo policy side, docs/algorithms.md#baselines ppo, docs/algorithms.md#rewards-and-penalties defaults).
 
 Layout: one row per action (step row), response tokens right-padded to R columns; ``mask`` (B, R) is 1
 on real tokens. Every function returns per-token tensors; ``aggregate`` turns them into this
@@ -76,7 +76,7 @@ class PolicyTerms:
 
 def sequence_ratio_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
                         clip_low: float, clip_high: float) -> PolicyTerms:
-    """GAGPO / GSPO surrogate, one ratio per action (SPEC 3):
+    """GAGPO / GSPO surrogate, one ratio per action (docs/algorithms.md#gagpo):
 
     rho_a = exp( min( (1 / |a|) * sum_t (logp_t - old_logp_t), 10 ) )   (verl GSPO's clamp: above only)
     L_a   = -min( rho_a * A_a, clip(rho_a, 1 - clip_low, 1 + clip_high) * A_a ), shared by the action's tokens
@@ -187,7 +187,7 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tens
 
 def clipped_value_loss(values: torch.Tensor, old_values: torch.Tensor, targets: torch.Tensor,
                        value_clip: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """PPO clipped value loss per row (SPEC 5, ppo):
+    """PPO clipped value loss per row (docs/algorithms.md#baselines, ppo):
 
     v_clip = v_old + clip(v - v_old, -value_clip, value_clip)
     L      = 0.5 * max( (v - R)^2, (v_clip - R)^2 )

@@ -1,5 +1,5 @@
 """The acting and learning language model: loading, LoRA or full fine-tuning, the reference policy,
-batched generation with a KV cache, and response-token log-probs (SPEC 3, policy side).
+batched generation with a KV cache, and response-token log-probs (docs/algorithms.md#gagpo, policy side).
 
 Score mode (``score_actions``, GLAM / TWOSOME style): the prompt of each step is encoded once and
 every admissible action continues from its cached keys and values, all candidates of all steps in

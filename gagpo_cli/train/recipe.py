@@ -2,9 +2,9 @@
 
 For each iteration:
   1. sample N task instances (deterministic in (seed, iteration)); K rollouts of each, same seed;
-  2. roll out all N x K episodes together (``rollout.collect``, temperature 1.0, SPEC 6 rewards);
+  2. roll out all N x K episodes together (``rollout.collect``, temperature 1.0, docs/algorithms.md#rewards-and-penalties rewards);
   3. (ppo only) critic values V(s_t) of every step row;
-  4. one advantage per step row from the registered estimator (SPEC 3-5) on the ``StepBatch``;
+  4. one advantage per step row from the registered estimator (docs/algorithms.md#gagpo to #baselines) on the ``StepBatch``;
   5. the policy update (``Updater.update``: old/reference log-probs, then the clipped loss in the
      estimator's ratio mode);
   6. records: one ``metrics.jsonl`` line (train/*, actor/*, adv/*, stepgroup/*, timing/*, perf/*);
@@ -290,7 +290,7 @@ def train(cfg: ExperimentConfig, *, resume: bool = False, policy: Any = None, en
     _check_settings(cfg)
     if policy is not None:
         check_action_mode(cfg.rollout.action_mode, cfg.model.name, policy)
-    apply_threads(cfg.train.threads)  # before any model is built (issue 10: oversubscription ruins CPU runs)
+    apply_threads(cfg.train.threads)  # before any model is built (oversubscription ruins CPU runs)
     if cfg.rollout.action_mode == "score" and env_pool is None:  # e.g. WebShop's candidate search queries
         cfg.env.options = score_mode_env_options(cfg.env.name, cfg.env.options)
     if cfg.rollout.action_mode != "score":
@@ -344,7 +344,7 @@ def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, estimator: Any, p
     records = RunRecords(run_dir, wandb_mode=cfg.logging.wandb, project=cfg.logging.wandb_project,
                          run_name=run_dir.name, config=cfg.to_dict())
     evaluation: dict[str, Any] | None = None
-    if start == 0 and cfg.train.eval_every and cfg.train.eval_episodes:  # the run's own baseline (issue 10)
+    if start == 0 and cfg.train.eval_every and cfg.train.eval_episodes:  # the run's own baseline
         baseline = evaluate_policy(cfg, engine, pool, eval_split)
         write_eval_record(run_dir, 0, baseline)
         # metrics.jsonl keeps one line per training iteration; the baseline lives in evals/iter_000000.json
@@ -432,13 +432,13 @@ def _iteration(cfg: ExperimentConfig, iteration: int, policy: Any, pool: Any, es
     else:
         samples = [StepSample(prompt_ids=r.prompt_ids, response_ids=r.response_ids,
                               rollout_logprobs=r.rollout_logprobs) for r in rollout.rows]
-    values = updater.values(samples) if estimator.needs_critic else None  # SPEC 5 ppo: V_phi(s_t)
+    values = updater.values(samples) if estimator.needs_critic else None  # docs/algorithms.md#baselines ppo: V_phi(s_t)
     if "entropies" in estimator.requires:  # generate mode: a no-grad pass at the rollout temperature
         rollout.fill_entropies(lambda: updater.step_entropies(samples))
     estimate = estimator.estimate(rollout.step_batch(values, estimator.requires, iteration=iteration,
                                                      total_iterations=cfg.train.iterations))
     for i, sample in enumerate(samples):
-        sample.advantage = float(estimate.advantages[i])  # every token of the action shares it (SPEC 2)
+        sample.advantage = float(estimate.advantages[i])  # every token of the action shares it (docs/algorithms.md#step-batch)
         if estimate.returns is not None:
             sample.value_target = float(estimate.returns[i])
     estimate_s = time.perf_counter() - began

@@ -4,16 +4,16 @@ Each turn, every live episode is prompted (``prompts.render_prompt``: task, step
 ``history`` (observation, action) pairs, observation, admissible actions), the model answers all
 of them in ONE batched call, and the action is read from ``<action>...</action>``. An output
 without the tags is still sent to the environment (clipped), where it is an invalid no-op, and
-costs ``invalid_penalty``. Training reward (SPEC 6): ``success_reward`` x won at the episode's
+costs ``invalid_penalty``. Training reward (docs/algorithms.md#rewards-and-penalties): ``success_reward`` x won at the episode's
 final step (``reward="score"``: ``success_reward`` x the environment's raw score at the final step,
 WebShop's own RL reward), minus ``invalid_penalty`` on each malformed step; the penalty is kept apart
 (``StepRow.penalty``, ``StepBatch.penalties``) so the estimator's ``penalty`` option decides where it
-enters (SPEC 6).
+enters (docs/algorithms.md#rewards-and-penalties).
 
 ``decide`` (prompt -> generate -> parse for a batch of episodes) is shared with the evaluation
 agent (``gagpo_cli.train.agent``), which runs under ``gagpo_cli.evaluate``'s episode loop.
 ``collect`` is the training loop over the same step; ``Rollout.step_batch`` is the one place that
-turns step rows into the estimators' ``StepBatch`` (SPEC 2).
+turns step rows into the estimators' ``StepBatch`` (docs/algorithms.md#step-batch).
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def decide(
 
 @dataclass
 class StepRow:
-    """One environment step = one LLM call = one row of the step batch (SPEC 2)."""
+    """One environment step = one LLM call = one row of the step batch (docs/algorithms.md#step-batch)."""
 
     group_id: int
     traj_id: int
@@ -97,7 +97,7 @@ class StepRow:
     state_key: str  # key of the state the action was taken in
     prompt_ids: list[int]
     response_ids: list[int]
-    reward: float  # environment reward alone (SPEC 6: success_reward x won at the final step)
+    reward: float  # environment reward alone (docs/algorithms.md#rewards-and-penalties: success_reward x won at the final step)
     penalty: float  # invalid-action penalty of this step, kept apart (StepBatch.penalties)
     terminated: bool
     valid: bool  # the output had an action and the environment accepted it
@@ -238,7 +238,7 @@ def collect(
                     group_id=tasks[i].group_id, traj_id=i, step_index=step_index,
                     state_key=views[i].last.state_key, prompt_ids=d.prompt_ids, response_ids=d.response_ids,
                     reward=success_reward * final_reward(step, reward), penalty=invalid_penalty * float(malformed),
-                    terminated=step.done and not step.crashed,  # budget cut or engine crash: not an end (SPEC 2)
+                    terminated=step.done and not step.crashed,  # budget cut or engine crash: not an end (docs/algorithms.md#step-batch)
                     valid=step.valid and not malformed, malformed=malformed, truncated=d.truncated,
                     rollout_logprobs=d.logprobs, entropy=d.entropy,
                     response_length=len(d.response_ids) if d.length is None else d.length, **d.score_fields,
@@ -264,7 +264,7 @@ TRAINING_REWARDS = ("success", "score")  # rollout.reward
 
 def final_reward(step: Any, kind: str) -> float:
     """The environment's part of a step's training reward, before ``success_reward`` scales it: 1 on a
-    won final step (``success``, SPEC 6), or the raw score of a finished episode (``score``); else 0."""
+    won final step (``success``, docs/algorithms.md#rewards-and-penalties), or the raw score of a finished episode (``score``); else 0."""
     if kind == "score":
         return float(step.score) if step.done and not step.crashed else 0.0
     return float(step.won)

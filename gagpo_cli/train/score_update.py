@@ -1,4 +1,4 @@
-"""The policy update in score mode (issue 10): the policy is a categorical over each step's admissible
+"""The policy update in score mode: the policy is a categorical over each step's admissible
 actions, pi(a | s) = softmax(f(s, .) / T)[a] (``scoring.py``).
 
 Same steps and metric names as ``update.Updater`` (generate mode), with one "token" per action:

@@ -1,5 +1,5 @@
 """The policy update: one batch of step rows -> ``optim.mini_batches`` optimizer steps per epoch
-(SPEC 3 policy side, SPEC 5 ppo critic, SPEC 6 defaults).
+(docs/algorithms.md#gagpo policy side, docs/algorithms.md#baselines ppo critic, docs/algorithms.md#rewards-and-penalties defaults).
 
 Order of work in ``Updater.update``:
 1. Deal the rows round-robin into ``mini_batches`` mini-batches (``split_mini_batches``; one by
@@ -167,7 +167,7 @@ class UpdaterState:
 
     def _value_loss_share(self, state: torch.Tensor, old_values: torch.Tensor | None, targets: torch.Tensor,
                           denom: Denominators, add: Callable[[str, float], None]) -> None:
-        """SPEC 5 ppo: backpropagate this micro-batch's share of the clipped value loss on the critic's
+        """docs/algorithms.md#baselines ppo: backpropagate this micro-batch's share of the clipped value loss on the critic's
         values of ``state``; ``old_values`` None = the values before this pass (one epoch)."""
         values = self.critic.head(state)
         old_v = old_values if old_values is not None else values.detach()
