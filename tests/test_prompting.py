@@ -346,6 +346,8 @@ def test_cli_reflexion_with_a_model_folder_writes_trials_and_reflections(plugin,
             "2",
             "--episodes",
             "1",
+            "--option",
+            "max_steps=2",  # the model writes up to 512 tokens a step: a short trial keeps the test quick
             "--json",
             str(out),
         ],
@@ -358,7 +360,9 @@ def test_cli_reflexion_with_a_model_folder_writes_trials_and_reflections(plugin,
     assert result["agent"] == "reflexion" and result["model"] == str(tiny_folder) and result["trials"] == 2
     (episode,) = result["per_episode"]
     assert len(result["per_trial"]) == len(episode["trials"]) == (1 if episode["won"] else 2)
-    assert all(len(t["steps"]) == t["length"] for t in episode["trials"])
+    assert all(len(t["steps"]) == t["length"] <= 2 for t in episode["trials"])  # the budget given
+    # a reflection after each failed trial but the last (it would never be read)
+    assert all(t["reflection"] for t in episode["trials"][:-1]) and episode["trials"][-1]["reflection"] == ""
 
 
 # ---------------------------------------------------------------------------- gagpo report

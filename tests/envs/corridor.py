@@ -5,8 +5,9 @@ A task is a line of rooms; the agent walks east and west, takes and puts items. 
 rooms, the items and the target; ``seed`` fixes the starting room. The state key is the room
 description (the observation without the "Nothing happens." of an invalid action).
 
-Options: ``length`` (largest number of rooms, 3..8) and ``data_dir`` (optional folder holding
-``corridor.json`` = {"rooms": [names...]}, to rename the rooms; missing or malformed -> error).
+Options: ``length`` (largest number of rooms, 3..8), ``max_steps`` (the step budget, default 20) and
+``data_dir`` (optional folder holding ``corridor.json`` = {"rooms": [names...]}, to rename the rooms;
+missing or malformed -> error).
 """
 
 from __future__ import annotations
@@ -145,12 +146,16 @@ class CorridorEnvironment(Environment):
     task_types = ("reach", "fetch")
     splits = ("train", "test")
 
-    def __init__(self, length: int = 6, data_dir: str | None = None, **unknown: Any) -> None:
+    def __init__(self, length: int = 6, data_dir: str | None = None, max_steps: int = 20, **unknown: Any) -> None:
         if unknown:
-            raise ValueError(f"unknown corridor option(s) {', '.join(sorted(unknown))}; valid: length, data_dir")
+            raise ValueError(f"unknown corridor option(s) {', '.join(sorted(unknown))}; "
+                             "valid: length, max_steps, data_dir")
         if not 3 <= int(length) <= len(ROOMS):
             raise ValueError(f"corridor option length must be in 3..{len(ROOMS)}, got {length}")
+        if int(max_steps) < 1:
+            raise ValueError(f"corridor option max_steps must be at least 1, got {max_steps}")
         self.length = int(length)
+        self.max_steps = int(max_steps)
         self.room_names = list(ROOMS)
         if data_dir is not None:
             self.room_names = _read_rooms(Path(data_dir) / "corridor.json", self.length)
