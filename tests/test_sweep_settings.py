@@ -1,19 +1,24 @@
 """A sweep folder never mixes settings: a run trained with other settings than its cell's is never
 skipped as done nor resumed; ``sweep.json`` is written only once the folder matches; raising
 ``train.iterations`` continues finished runs. Real ``gagpo ablate`` runs of the lab experiment (one
-iteration, two evaluation episodes: seconds each) and run folders written as ``gagpo train`` writes them."""
+iteration, two evaluation episodes: seconds each; the command in this process, its runs in child
+processes) and run folders written as ``gagpo train`` writes them."""
 
 from __future__ import annotations
 
 import copy
+import io
 import json
 import os
 import subprocess
 import sys
+from contextlib import redirect_stderr, redirect_stdout
+from unittest import mock
 
 import pytest
 
 from environments.base import score_mode_env_options
+from gagpo_cli.app import main
 from gagpo_cli.config import write_resolved_config
 from gagpo_cli.errors import UsageError
 from gagpo_cli.sweep.process import threads_per_job
@@ -28,8 +33,17 @@ LAB = ["lab-alfworld", "--iterations", "1", "--set", "train.eval_every=0", "--se
 
 
 def _ablate(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gagpo_cli.app", "ablate", *args], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "COLUMNS": "250", "OMP_NUM_THREADS": "1"})
+    """``gagpo ablate ARGS`` run by the console-script entry in this process (the runs it starts are child
+    processes, as always), with wide output and one OpenMP thread for those runs."""
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with (mock.patch.dict(os.environ, {"COLUMNS": "250", "OMP_NUM_THREADS": "1"}),
+          mock.patch.object(sys, "argv", ["gagpo", "ablate", *args]), redirect_stdout(out), redirect_stderr(err)):
+        try:
+            main()
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+    return subprocess.CompletedProcess(["gagpo", "ablate", *args], code, out.getvalue(), err.getvalue())
 
 
 def _one_line_error(result: subprocess.CompletedProcess) -> str:
