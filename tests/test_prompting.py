@@ -9,9 +9,14 @@ use the tiny random transformers model.
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import re
+import sys
 from collections.abc import Callable
+from contextlib import redirect_stderr, redirect_stdout
+from unittest import mock
 
 import pytest
 from envs import plugin_on_sys_path, run_gagpo
@@ -19,6 +24,7 @@ from envs.corridor import CorridorEnvironment
 from tiny_model import tiny_model, tiny_policy, tiny_tokenizer
 
 from environments.pool import EnvPool
+from gagpo_cli.app import main
 from gagpo_cli.errors import UsageError
 from gagpo_cli.evaluate import EpisodeRecord, evaluate, evaluation_specs, play_episodes, run_episodes
 from gagpo_cli.prompting import prompting_agent
@@ -331,9 +337,23 @@ def test_cli_engine_vllm_without_vllm_names_the_setup_line(plugin, tiny_folder):
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
+def gagpo_here(args: list[str]) -> tuple[int, str, str]:
+    """``gagpo ARGS`` run by the console-script entry in this process, its tables 200 columns wide:
+    (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with (mock.patch.dict(os.environ, {"COLUMNS": "200"}), mock.patch.object(sys, "argv", ["gagpo", *args]),
+          redirect_stdout(out), redirect_stderr(err)):
+        try:
+            main()
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+    return code, out.getvalue(), err.getvalue()
+
+
 def test_cli_reflexion_with_a_model_folder_writes_trials_and_reflections(plugin, tiny_folder, tmp_path):
     out = tmp_path / "reflexion.json"
-    proc = run_gagpo(
+    code, stdout, stderr = gagpo_here(
         [
             "eval",
             "--env",
@@ -350,12 +370,10 @@ def test_cli_reflexion_with_a_model_folder_writes_trials_and_reflections(plugin,
             "max_steps=2",  # the model writes up to 512 tokens a step: a short trial keeps the test quick
             "--json",
             str(out),
-        ],
-        plugin,
-        timeout=300,
+        ]
     )
-    assert proc.returncode == 0, proc.stderr
-    assert "Reflexion: success after each trial" in proc.stdout
+    assert code == 0, stderr
+    assert "Reflexion: success after each trial" in stdout
     result = json.loads(out.read_text())
     assert result["agent"] == "reflexion" and result["model"] == str(tiny_folder) and result["trials"] == 2
     (episode,) = result["per_episode"]
