@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from envs import install_plugin, run_gagpo
+from envs import plugin_on_sys_path
 from envs.corridor import CorridorEnvironment
 from tiny_model import tiny_model, tiny_tokenizer
 
@@ -144,12 +144,11 @@ def test_gagpo_eval_plays_the_exported_folder(world, tmp_path):
     code, out, err = _cli(["export", str(runs["lora"]), "--out", str(tmp_path / "model")])
     assert code == 0, err
     assert "wrote iteration 2" in out
-    # a fresh interpreter (the corridor plugin on its path) plays the folder; a model folder writes up to
-    # 512 tokens a step, so the episode gets a one-step budget (corridor option max_steps)
-    proc = run_gagpo(["eval", "--policy", str(tmp_path / "model"), "--env", "corridor", "--episodes", "1",
-                      "--option", "max_steps=1", "--json", str(tmp_path / "eval.json")],
-                     install_plugin(tmp_path / "plugin"), timeout=300)
-    assert proc.returncode == 0, proc.stderr
+    # a model folder writes up to 512 tokens a step: a one-step episode (corridor option max_steps)
+    with plugin_on_sys_path(tmp_path / "plugin"):
+        code, _, err = _cli(["eval", "--policy", str(tmp_path / "model"), "--env", "corridor", "--episodes", "1",
+                             "--option", "max_steps=1", "--json", str(tmp_path / "eval.json")])
+    assert code == 0, err
     result = json.loads((tmp_path / "eval.json").read_text())
     assert result["episodes"] == 1 and result["policy"] == str(tmp_path / "model")
     assert [e["length"] for e in result["per_episode"]] == [1]
