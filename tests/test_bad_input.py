@@ -11,20 +11,17 @@ environment, broken YAML files, broken model folders and a run with a damaged ch
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import shutil
 import subprocess
 import sys
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
 from envs import plugin_on_sys_path
+from support import run_cli
 from tiny_model import tiny_model, tiny_tokenizer
-
-from gagpo_cli.app import main
 
 RUN_SETS = ["--set", "rollout.tasks_per_batch=2", "--set", "rollout.group_size=2", "--set", "env.max_steps=2",
             "--set", "rollout.max_new_tokens=4", "--set", "train.eval_episodes=0", "--set", "model.dtype=float32",
@@ -61,7 +58,7 @@ def world(tmp_path_factory):
     os.chdir(root)
     try:
         with plugin_on_sys_path(root / "plugin"):
-            code, _, err = _cli(["train", *RUN])
+            code, _, err = run_cli(["train", *RUN])
             assert code == 0, err
             damaged = shutil.copytree(root / "runs" / "done", root / "runs" / "damaged")
             manifest = damaged / "checkpoints" / "iter_000001" / "manifest.json"
@@ -72,23 +69,6 @@ def world(tmp_path_factory):
             yield root
     finally:
         os.chdir(old)
-
-
-def _cli(args: list[str]) -> tuple[int, str, str]:
-    """``gagpo ARGS`` in this process: (exit code, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    argv = sys.argv
-    sys.argv = ["gagpo", *args]
-    try:
-        with redirect_stdout(out), redirect_stderr(err):
-            try:
-                main()
-                code = 0
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else 1
-    finally:
-        sys.argv = argv
-    return code, out.getvalue(), err.getvalue()
 
 
 def _subprocess(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
@@ -234,7 +214,7 @@ CASES = [
 def test_bad_input_is_one_line_exit_2_and_leaves_nothing_behind(world, args, words, how):
     before = _tree(world)
     if how == "in":
-        code, out, err = _cli(args)
+        code, out, err = run_cli(args)
     else:
         env = dict(item.split("=", 1) for item in how.partition(":")[2].split(",") if item)
         code, out, err = _subprocess(args, env)

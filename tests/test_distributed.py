@@ -9,13 +9,13 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from support import perturbed_bow_mlp
 from tiny_model import tiny_policy
 
 from estimators import get_estimator
 from gagpo_cli.config import OptimConfig
 from gagpo_cli.errors import UsageError
 from gagpo_cli.train.distributed import Dist, gather, shard, shard_tasks
-from gagpo_cli.train.featurised import FeaturisedPolicy
 from gagpo_cli.train.rollout import TaskSpec
 from gagpo_cli.train.score_update import ScoreSample, ScoreUpdater
 from gagpo_cli.train.scoring import ScoreInput
@@ -60,14 +60,6 @@ def _score_batch() -> list[ScoreSample]:
     return rows
 
 
-def _score_policy() -> FeaturisedPolicy:
-    policy = FeaturisedPolicy(seed=0)
-    with torch.no_grad():  # away from the all-zero start, so every term has a gradient
-        for p in policy.model.parameters():
-            p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
-    return policy
-
-
 # Score mode compares gradients at lr 0: the featurised policy has many gradients below 1e-7 (a bias
 # shared by all candidates has an exact gradient of 0), whose sign Adam turns into lr-sized steps, so
 # summation-order rounding would show in the weights. No clipping, so the gradient the optimizer
@@ -79,7 +71,7 @@ def _updater(estimator: str, split: str, ctx: Dist | None = None) -> tuple[Updat
     """The updater of a case and its batch: ``score-*`` splits train the featurised policy in score mode."""
     torch.manual_seed(0)
     if split.startswith("score"):
-        return ScoreUpdater(_score_policy(), get_estimator(estimator), SCORE_OPTIM, dist=ctx), _score_batch()
+        return ScoreUpdater(perturbed_bow_mlp(), get_estimator(estimator), SCORE_OPTIM, dist=ctx), _score_batch()
     return Updater(tiny_policy(), get_estimator(estimator), OPTIM, dist=ctx), _batch()
 
 

@@ -5,21 +5,18 @@ trained policy's logits, and ``gagpo eval`` must play them."""
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
-import sys
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
 import torch
 from envs import plugin_on_sys_path
 from envs.corridor import CorridorEnvironment
+from support import run_cli
 from tiny_model import tiny_model, tiny_tokenizer
 
 from environments.pool import EnvPool
-from gagpo_cli.app import main
 from gagpo_cli.config import load_config
 from gagpo_cli.export import export_run
 from gagpo_cli.train.agent import load_agent
@@ -141,13 +138,13 @@ def test_dtype_is_the_bases_unless_asked(world, tmp_path):
 
 def test_gagpo_eval_plays_the_exported_folder(world, tmp_path):
     _, runs = world
-    code, out, err = _cli(["export", str(runs["lora"]), "--out", str(tmp_path / "model")])
+    code, out, err = run_cli(["export", str(runs["lora"]), "--out", str(tmp_path / "model")])
     assert code == 0, err
     assert "wrote iteration 2" in out
     # a model folder writes up to 512 tokens a step: a one-step episode (corridor option max_steps)
     with plugin_on_sys_path(tmp_path / "plugin"):
-        code, _, err = _cli(["eval", "--policy", str(tmp_path / "model"), "--env", "corridor", "--episodes", "1",
-                             "--option", "max_steps=1", "--json", str(tmp_path / "eval.json")])
+        code, _, err = run_cli(["eval", "--policy", str(tmp_path / "model"), "--env", "corridor", "--episodes", "1",
+                                 "--option", "max_steps=1", "--json", str(tmp_path / "eval.json")])
     assert code == 0, err
     result = json.loads((tmp_path / "eval.json").read_text())
     assert result["episodes"] == 1 and result["policy"] == str(tmp_path / "model")
@@ -159,29 +156,12 @@ def test_the_newest_intact_checkpoint_is_the_default(world, tmp_path):
     run = shutil.copytree(runs["lora"], tmp_path / "damaged")
     weights = run / "checkpoints" / "iter_000002" / "policy" / "adapter_model.safetensors"
     weights.write_bytes(weights.read_bytes()[:-8])
-    code, out, err = _cli(["export", str(run), "--out", str(tmp_path / "out")])
+    code, out, err = run_cli(["export", str(run), "--out", str(tmp_path / "out")])
     assert code == 0, err
     assert "skipping iter_000002" in err and "wrote iteration 1" in out
     assert (run / "checkpoints" / "iter_000002").is_dir()  # export only reads a run: nothing is set aside
-    code, _, err = _cli(["export", str(run), "--out", str(tmp_path / "asked"), "--iteration", "2"])
+    code, _, err = run_cli(["export", str(run), "--out", str(tmp_path / "asked"), "--iteration", "2"])
     assert code == 2 and "corrupt checkpoint" in err and "sha256" in err
-
-
-def _cli(args: list[str]) -> tuple[int, str, str]:
-    """``gagpo ARGS`` in this process: (exit code, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    argv = sys.argv
-    sys.argv = ["gagpo", *args]
-    try:
-        with redirect_stdout(out), redirect_stderr(err):
-            try:
-                main()
-                code = 0
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else 1
-    finally:
-        sys.argv = argv
-    return code, out.getvalue(), err.getvalue()
 
 
 def test_bad_input_is_one_line_and_exit_2(world, tmp_path):
@@ -206,7 +186,7 @@ def test_bad_input_is_one_line_and_exit_2(world, tmp_path):
         (["export", str(runs["lora"])], ["--out"]),
     ]
     for args, words in cases:
-        code, _, err = _cli(args)
+        code, _, err = run_cli(args)
         assert code == 2, (args, err)
         assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, (args, err)
         for word in words:

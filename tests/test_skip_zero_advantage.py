@@ -10,11 +10,11 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
+from support import perturbed_bow_mlp
 from tiny_model import tiny_policy
 
 from estimators import StepBatch, available_estimators, get_estimator
 from gagpo_cli.config import OptimConfig
-from gagpo_cli.train.featurised import FeaturisedPolicy
 from gagpo_cli.train.score_update import ScoreSample, ScoreUpdater
 from gagpo_cli.train.scoring import ScoreInput
 from gagpo_cli.train.update import StepSample, Updater
@@ -70,19 +70,11 @@ def _token_samples(advantages: np.ndarray, returns) -> list[StepSample]:
     return samples
 
 
-def _score_policy() -> FeaturisedPolicy:
-    policy = FeaturisedPolicy(seed=0)
-    with torch.no_grad():  # away from the all-zero start, so every term has a gradient
-        for p in policy.model.parameters():
-            p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
-    return policy
-
-
 def _run(mode: str, name: str, cfg: OptimConfig) -> tuple[list[list[torch.Tensor]], dict[str, float]]:
     """Every optimizer step's policy gradient (as the optimizer receives it) and the update's metrics."""
     advantages, returns = _advantages(name)
     if mode == "score":
-        updater = ScoreUpdater(_score_policy(), get_estimator(name), cfg)
+        updater = ScoreUpdater(perturbed_bow_mlp(), get_estimator(name), cfg)
         samples = _score_samples(advantages, returns)
     else:
         updater = Updater(tiny_policy(), get_estimator(name), cfg)
@@ -127,7 +119,7 @@ def test_a_step_whose_rows_are_all_skipped_is_still_a_step():
     cfg = dataclasses.replace(BARE, lr=0.1, weight_decay=0.1, mini_batches=1)
     results = []
     for skip in (True, False):
-        updater = ScoreUpdater(_score_policy(), get_estimator("grpo"), dataclasses.replace(cfg, skip_zero_advantage=skip))
+        updater = ScoreUpdater(perturbed_bow_mlp(), get_estimator("grpo"), dataclasses.replace(cfg, skip_zero_advantage=skip))
         samples = _score_samples(np.zeros(GROUPS * K * T), None)
         updater.update(_score_samples(np.linspace(-1.0, 1.0, GROUPS * K * T), None))  # moments away from 0
         metrics = updater.update(samples)
