@@ -93,9 +93,14 @@ def eval_command(
     --policy replays the run's own evaluation (its settings fill in every option not given). --agent
     react | reflexion gives Table 1's prompting rows."""
     from gagpo_cli.evaluate import eval_command as run_eval
+    from gagpo_cli.train.engines import EngineError
 
-    run_eval(env, policy, episodes, split, seed, json_out, workers, option or [], agent, trials, memory,
-             engine)
+    try:
+        run_eval(env, policy, episodes, split, seed, json_out, workers, option or [], agent, trials, memory,
+                 engine)
+    except EngineError as exc:  # the engine failed, not the user's input: one line, exit 1
+        err.print(f"[red]error:[/red] {escape(' '.join(str(exc).split()))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
 
 
 @app.command("play")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import io
+import os
 import sys
 from contextlib import redirect_stderr, redirect_stdout
+from unittest import mock
 
 import torch
 
@@ -13,12 +15,13 @@ from gagpo_cli.train.featurised import FeaturisedPolicy
 
 
 def run_cli(args: list[str]) -> tuple[int, str, str]:
-    """``gagpo ARGS`` through ``gagpo_cli.app.main`` in this process: (exit code, stdout, stderr)."""
+    """``gagpo ARGS`` through ``gagpo_cli.app.main`` in this process, tables 200 columns wide:
+    (exit code, stdout, stderr)."""
     out, err = io.StringIO(), io.StringIO()
     argv = sys.argv
     sys.argv = ["gagpo", *args]
     try:
-        with redirect_stdout(out), redirect_stderr(err):
+        with mock.patch.dict(os.environ, {"COLUMNS": "200"}), redirect_stdout(out), redirect_stderr(err):
             try:
                 main()
                 code = 0

@@ -9,22 +9,17 @@ use the tiny random transformers model.
 
 from __future__ import annotations
 
-import io
 import json
-import os
 import re
-import sys
 from collections.abc import Callable
-from contextlib import redirect_stderr, redirect_stdout
-from unittest import mock
 
 import pytest
 from envs import plugin_on_sys_path, run_gagpo
 from envs.corridor import CorridorEnvironment
+from support import run_cli
 from tiny_model import tiny_model, tiny_policy, tiny_tokenizer
 
 from environments.pool import EnvPool
-from gagpo_cli.app import main
 from gagpo_cli.errors import UsageError
 from gagpo_cli.evaluate import EpisodeRecord, evaluate, evaluation_specs, play_episodes, run_episodes
 from gagpo_cli.prompting import prompting_agent
@@ -337,23 +332,9 @@ def test_cli_engine_vllm_without_vllm_names_the_setup_line(plugin, tiny_folder):
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
-def gagpo_here(args: list[str]) -> tuple[int, str, str]:
-    """``gagpo ARGS`` run by the console-script entry in this process, its tables 200 columns wide:
-    (exit code, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    code = 0
-    with (mock.patch.dict(os.environ, {"COLUMNS": "200"}), mock.patch.object(sys, "argv", ["gagpo", *args]),
-          redirect_stdout(out), redirect_stderr(err)):
-        try:
-            main()
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-    return code, out.getvalue(), err.getvalue()
-
-
 def test_cli_reflexion_with_a_model_folder_writes_trials_and_reflections(plugin, tiny_folder, tmp_path):
     out = tmp_path / "reflexion.json"
-    code, stdout, stderr = gagpo_here(
+    code, stdout, stderr = run_cli(
         [
             "eval",
             "--env",
@@ -465,3 +446,18 @@ def test_report_places_prompting_evaluations_as_table1_rows(tmp_path):
     assert [r.config["prompting"]["agent"] for r in runs] == ["plain"] and warnings == []
     runs, warnings = load_runs([root / "prompting"])
     assert len(runs) == 4 and len(warnings) == 1 and "broken.json" in warnings[0]
+
+
+def test_cli_an_engine_failure_is_one_line_exit_1(plugin, tiny_folder, monkeypatch):
+    """An engine that fails while generating is a failure of the run, not of the input: exit 1, one line."""
+    from gagpo_cli.train.engines import EngineError
+    from gagpo_cli.train.engines.hf import HFEngine
+
+    def failing(self, *args, **kwargs):
+        raise EngineError("rollout engine 'hf' failed while generating: backend died")
+
+    monkeypatch.setattr(HFEngine, "generate", failing)
+    code, _, stderr = run_cli(["eval", "--env", "corridor", "--policy", str(tiny_folder), "--agent", "react",
+                               "--engine", "hf", "--episodes", "1", "--option", "max_steps=1"])
+    assert code == 1 and "rollout engine 'hf' failed while generating: backend died" in stderr
+    assert "Traceback" not in stderr and len(stderr.strip().splitlines()) == 1, stderr

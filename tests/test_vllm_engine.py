@@ -134,3 +134,23 @@ def test_sampled_log_probs_match_the_trainers(model_dir):
         assert all(g.logprobs is None for g in engine.generate(prompts, temperature=0.0, max_new_tokens=4))
     finally:
         engine.close()
+
+
+def test_react_agent_generates_through_vllm(model_dir, tmp_path):
+    """``gagpo eval --agent react --engine vllm``: the prompting agent writes its thoughts and actions
+    through vLLM and the records keep them."""
+    import json
+
+    from envs import plugin_on_sys_path
+    from support import run_cli
+
+    out = tmp_path / "react.json"
+    with plugin_on_sys_path(tmp_path / "plugin"):
+        code, _, err = run_cli(["eval", "--env", "corridor", "--policy", str(model_dir), "--agent", "react",
+                                "--engine", "vllm", "--episodes", "2", "--option", "max_steps=2",
+                                "--json", str(out)])
+    assert code == 0, err
+    result = json.loads(out.read_text())
+    assert result["agent"] == "react" and len(result["per_episode"]) == 2
+    for record in result["per_episode"]:
+        assert 1 <= len(record["steps"]) <= 2 and all("thought" in s and "action" in s for s in record["steps"])
