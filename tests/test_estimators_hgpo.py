@@ -10,7 +10,7 @@ import pytest
 from estimator_loops import ref_hgpo
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_estimators_pgpo import batch_of, trajectory
+from test_estimators_pgpo import assert_row_order_and_relabelling_invariant, batch_of, trajectory
 
 from estimators import get_estimator
 
@@ -172,12 +172,7 @@ def test_matches_the_literal_reference(rows, options, base_or_paper):
 @settings(max_examples=40, deadline=None)
 @given(rows=hgpo_rows(), seed=st.integers(0, 2**16))
 def test_invariant_to_row_order_and_group_relabelling(rows, seed):
-    rng = np.random.default_rng(seed)
-    base = get_estimator("hgpo").compute(batch_of(rows))
-    order = rng.permutation(len(rows))
-    relabel = {g: f"task-{rng.integers(1000)}-{g}" for g in {r["group"] for r in rows}}
-    moved = [{**rows[i], "group": relabel[rows[i]["group"]], "traj": f"t{rows[i]['traj']}"} for i in order]
-    np.testing.assert_allclose(get_estimator("hgpo").compute(batch_of(moved)), base[order], atol=1e-12)
+    assert_row_order_and_relabelling_invariant("hgpo", rows, seed)
 
 
 def test_declared_settings_and_options():

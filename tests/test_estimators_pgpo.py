@@ -29,6 +29,17 @@ def batch_of(rows: list[dict]) -> StepBatch:
     )
 
 
+def assert_row_order_and_relabelling_invariant(name: str, rows: list[dict], seed: int) -> None:
+    """Estimator ``name`` gives each row the same advantage after the rows are shuffled and the groups
+    and trajectories renamed (``seed`` draws both)."""
+    rng = np.random.default_rng(seed)
+    base = get_estimator(name).compute(batch_of(rows))
+    order = rng.permutation(len(rows))
+    relabel = {g: f"task-{rng.integers(1000)}-{g}" for g in {r["group"] for r in rows}}
+    moved = [{**rows[i], "group": relabel[rows[i]["group"]], "traj": f"t{rows[i]['traj']}"} for i in order]
+    np.testing.assert_allclose(get_estimator(name).compute(batch_of(moved)), base[order], atol=1e-12)
+
+
 def trajectory(group, traj, states, rewards, penalties=None, done=True) -> list[dict]:
     penalties = penalties or [0.0] * len(states)
     return [
@@ -223,12 +234,7 @@ def test_matches_the_literal_reference(rows, options):
 @settings(max_examples=40, deadline=None)
 @given(rows=pgpo_rows(), seed=st.integers(0, 2**16))
 def test_invariant_to_row_order_and_group_relabelling(rows, seed):
-    rng = np.random.default_rng(seed)
-    base = get_estimator("pgpo").compute(batch_of(rows))
-    order = rng.permutation(len(rows))
-    relabel = {g: f"task-{rng.integers(1000)}-{g}" for g in {r["group"] for r in rows}}
-    moved = [{**rows[i], "group": relabel[rows[i]["group"]], "traj": f"t{rows[i]['traj']}"} for i in order]
-    np.testing.assert_allclose(get_estimator("pgpo").compute(batch_of(moved)), base[order], atol=1e-12)
+    assert_row_order_and_relabelling_invariant("pgpo", rows, seed)
 
 
 def test_declared_settings_and_options():
