@@ -90,7 +90,6 @@ def write_figures(runs: list[RunRecord], out: Path) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     groups: dict[tuple[str, str], list[RunRecord]] = defaultdict(list)
     for run in runs:
@@ -101,34 +100,34 @@ def write_figures(runs: list[RunRecord], out: Path) -> list[Path]:
             data = curves(members, metric)
             if not data:
                 continue
-            fig, ax = plt.subplots(figsize=(5.5, 3.6))
-            for label, (its, mean, std) in data.items():
-                (line,) = ax.plot(its, mean, marker="o" if len(its) < 10 else None, markersize=3, label=label)
-                ax.fill_between(its, mean - std, mean + std, color=line.get_color(), alpha=0.2, linewidth=0)
-            ax.set_xlabel("iteration")
-            ax.set_ylabel(ylabel)
-            ax.set_title(f"{env}, {model}", fontsize=9)
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize=7)
-            fig.tight_layout()
+            bands = {label: (its, mean, mean - std, mean + std) for label, (its, mean, std) in data.items()}
             path = Path(out) / f"{_slug(env)}_{_slug(model)}_{_slug(metric)}.png"
-            written.append(_save(fig, path))
+            written.append(_band_figure(bands, "iteration", ylabel, f"{env}, {model}", path))
         for metric, ylabel in EVAL_CURVES.items():
             bands = eval_curves(members, metric)
             if not any(len(its) > 1 for its, *_ in bands.values()):
                 continue
-            fig, ax = plt.subplots(figsize=(5.5, 3.6))
-            for label, (its, mean, low, high) in bands.items():
-                (line,) = ax.plot(its, mean, marker="o" if len(its) < 10 else None, markersize=3, label=label)
-                ax.fill_between(its, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
-            ax.set_xlabel("iteration (0: before training)")
-            ax.set_ylabel(ylabel)
-            ax.set_title(f"{env}, {model}: mean over seeds, 95 % bootstrap band", fontsize=9)
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize=7)
-            fig.tight_layout()
-            written.append(_save(fig, Path(out) / f"{_slug(env)}_{_slug(model)}_eval_curve_{metric}.png"))
+            written.append(_band_figure(bands, "iteration (0: before training)", ylabel,
+                                        f"{env}, {model}: mean over seeds, 95 % bootstrap band",
+                                        Path(out) / f"{_slug(env)}_{_slug(model)}_eval_curve_{metric}.png"))
     return written
+
+
+def _band_figure(bands: dict[str, Band], xlabel: str, ylabel: str, title: str, path: Path) -> Path:
+    """One line per label over its iterations with a shaded (low, high) band, saved as ``path``."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    for label, (its, mean, low, high) in bands.items():
+        (line,) = ax.plot(its, mean, marker="o" if len(its) < 10 else None, markersize=3, label=label)
+        ax.fill_between(its, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return _save(fig, path)
 
 
 def _save(fig, path: Path) -> Path:
