@@ -18,9 +18,9 @@ import torch
 from environments.base import score_mode_env_options
 from environments.pool import EnvPool
 from gagpo_cli.threads import apply_threads
-from gagpo_cli.train.featurised import FeaturisedPolicy
-from gagpo_cli.train.rollout import TaskSpec, collect
-from gagpo_cli.train.scoring import ScoreOutput
+from gagpo_cli.train.acting.rollout import TaskSpec, collect
+from gagpo_cli.train.policies.bow_mlp import FeaturisedPolicy
+from gagpo_cli.train.policies.scoring import ScoreOutput
 
 
 class PerCandidate:

@@ -60,7 +60,7 @@ class Variant:
 
     def __init__(self, name: str, policy, cfg, estimator) -> None:
         from gagpo_cli.train import recipe
-        from gagpo_cli.train.score_update import ScoreUpdater
+        from gagpo_cli.train.learning.score_update import ScoreUpdater
 
         self.recipe = recipe
         self.name, self.policy, self.cfg, self.estimator = name, policy, cfg, estimator
@@ -115,7 +115,7 @@ def main() -> None:
     from gagpo_cli.config import load_config
     from gagpo_cli.evaluate import choose_split
     from gagpo_cli.threads import apply_threads
-    from gagpo_cli.train.featurised import FeaturisedPolicy
+    from gagpo_cli.train.policies.bow_mlp import FeaturisedPolicy
     from gagpo_cli.train.recipe import seed_everything
 
     cfg = load_config(args.experiment, args.set)

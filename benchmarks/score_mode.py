@@ -31,10 +31,10 @@ import torch
 
 from environments.alfworld import ALFWorldEnvironment
 from environments.webshop import WebShopEnvironment
+from gagpo_cli.agents import SEARCH_TEMPLATE
 from gagpo_cli.config import ModelConfig
-from gagpo_cli.policies import SEARCH_TEMPLATE
-from gagpo_cli.train.policy import Policy
-from gagpo_cli.train.scoring import ScoreInput
+from gagpo_cli.train.policies.lm import Policy
+from gagpo_cli.train.policies.scoring import ScoreInput
 
 HISTORY = 2  # EnvConfig.history's default
 

@@ -26,9 +26,9 @@ import torch
 from score_mode import expert_states
 
 from gagpo_cli.config import ModelConfig, OptimConfig
-from gagpo_cli.train.policy import Policy
-from gagpo_cli.train.score_update import ScoreSample, ScoreUpdater
-from gagpo_cli.train.scoring import ScoreInput
+from gagpo_cli.train.learning.score_update import ScoreSample, ScoreUpdater
+from gagpo_cli.train.policies.lm import Policy
+from gagpo_cli.train.policies.scoring import ScoreInput
 
 
 @dataclass

@@ -4,7 +4,7 @@ of ``--naive-rows`` rows, full-sequence logits, float32), in the same run on the
 
 Rows mimic agent steps: prompts of 200-600 tokens, responses of 20-120 tokens (uniform). Both updates
 do the same work: a reference pass (LoRA adapter disabled) and one gradient pass with the same loss
-(``gagpo_cli.train.loss.policy_loss``, sequence ratio, seq-mean-token-mean), then one AdamW step.
+(``gagpo_cli.train.learning.loss.policy_loss``, sequence ratio, seq-mean-token-mean), then one AdamW step.
 Throughput counts real (unpadded) tokens per second of update wall time; the two updates alternate
 ``--repeats`` times and the best time of each is kept. Target (issue): >= 2x.
 
@@ -22,9 +22,9 @@ import torch
 import torch.nn.functional as F
 
 from gagpo_cli.config import ModelConfig, OptimConfig
-from gagpo_cli.train.loss import Denominators, policy_loss
-from gagpo_cli.train.policy import Policy
-from gagpo_cli.train.update import StepSample, Updater
+from gagpo_cli.train.learning.loss import Denominators, policy_loss
+from gagpo_cli.train.learning.update import StepSample, Updater
+from gagpo_cli.train.policies.lm import Policy
 
 
 class DeclaredLoss:

@@ -93,7 +93,7 @@ def eval_command(
     --policy replays the run's own evaluation (its settings fill in every option not given). --agent
     react | reflexion gives Table 1's prompting rows."""
     from gagpo_cli.evaluate import eval_command as run_eval
-    from gagpo_cli.train.engines import EngineError
+    from gagpo_cli.train.acting.engines import EngineError
 
     try:
         run_eval(env, policy, episodes, split, seed, json_out, workers, option or [], agent, trials, memory,

@@ -94,7 +94,7 @@ class RolloutConfig:
     # token count (token, TWOSOME), its word count (word) or 1 (none)
     score_norm: str = "token"
     list_actions: bool = True  # score mode: the LLM prompt lists the admissible actions
-    engine: str = "auto"  # auto (vllm where installed and usable, else hf) | hf | vllm (gagpo_cli.train.engines)
+    engine: str = "auto"  # auto (vllm where installed and usable, else hf) | hf | vllm (gagpo_cli.train.acting.engines)
     engine_options: dict[str, Any] = field(default_factory=dict)  # passed to the engine (vllm: LLM kwargs)
 
 

@@ -43,9 +43,9 @@ from rich.table import Table
 
 from environments.base import Step, score_mode_env_options
 from environments.pool import EnvironmentInfo, EnvPool, TaskSpec
+from gagpo_cli.agents import BUILTIN_POLICIES, AgentPolicy, SlotView, resolve_policy
 from gagpo_cli.config import parse_key_value
 from gagpo_cli.errors import UsageError
-from gagpo_cli.policies import BUILTIN_POLICIES, AgentPolicy, SlotView, resolve_policy
 from gagpo_cli.prompting import DEFAULT_MEMORY, DEFAULT_TRIALS, check_agent, check_generates, prompting_agent
 from gagpo_core.atomic import atomic_write_json
 from gagpo_core.plugins import unknown_name_message
@@ -120,7 +120,7 @@ def play_episodes(pool: EnvPool, policy: AgentPolicy, specs: list[TaskSpec], bat
     ``SlotView.memory`` (Reflexion's reflections).
 
     On a terminal, bars show finished episodes and the turns of the batch in play (``progress_bar``)."""
-    from gagpo_cli.train.progress import progress_bar
+    from gagpo_cli.console import progress_bar
 
     max_steps = max_steps or pool.environment_info.max_steps
     views: list[SlotView] = []
@@ -214,14 +214,14 @@ def evaluate(env_name: str, policy: AgentPolicy | str, episodes: int, split: str
             raise UsageError(f"--agent {agent} prompts a language model; policy '{policy}' is not one "
                              "(give a model folder, hub id or run directory)")
     if engine is not None:
-        from gagpo_cli.train.engines import check_engine
+        from gagpo_cli.train.acting.engines import check_engine
 
         check_engine(engine)
         if isinstance(policy, str) and policy in BUILTIN_POLICIES:
             raise UsageError(f"--engine generates a language model's answers; policy '{policy}' is not one")
     acting = resolve_policy(policy, seed=seed) if isinstance(policy, str) else policy
     if engine is not None and hasattr(acting, "policy"):
-        from gagpo_cli.train.agent import with_engine
+        from gagpo_cli.train.acting.agent import with_engine
 
         acting = with_engine(acting, engine)
     actor = prompting_agent(agent, acting)
@@ -264,7 +264,7 @@ def _check_run_generates(policy: str, agent: str) -> None:
     """A score-mode run (or bow-mlp) with ``--agent react|reflexion``: the ``UsageError`` before loading."""
     if agent == "plain" or not Path(policy).exists():
         return
-    from gagpo_cli.train.agent import run_config
+    from gagpo_cli.train.acting.agent import run_config
 
     run = run_config(policy)
     if run is not None:
@@ -335,7 +335,7 @@ def eval_settings(policy: str, env: str | None, episodes: int | None, split: str
     Without a run: ``--env`` is required, then 20 episodes, seed 0, in-process, batches of 128."""
     run = None
     if Path(policy).exists():
-        from gagpo_cli.train.agent import run_config
+        from gagpo_cli.train.acting.agent import run_config
 
         run = run_config(policy)
     if run is None:
@@ -369,7 +369,7 @@ def eval_command(env: str | None, policy: str, episodes: int | None, split: str 
                  ) -> dict[str, Any]:
     """What ``gagpo eval`` does: settle the settings (``eval_settings``), evaluate, print the tables, write
     the JSON."""
-    from gagpo_cli.train.progress import Heartbeat
+    from gagpo_cli.console import Heartbeat
 
     check_agent(agent, trials=trials, memory=memory)  # before anything is loaded
     settings = eval_settings(policy, env, episodes, split, seed, workers, parse_env_options(option))

@@ -47,8 +47,8 @@ from gagpo_cli.train.checkpoint import (
     list_checkpoints,
     verify_checkpoint,
 )
-from gagpo_cli.train.featurised import ALIAS as FEATURISED
-from gagpo_cli.train.policy import ADAPTER_FILE, FULL_WEIGHTS_FILE
+from gagpo_cli.train.policies.bow_mlp import ALIAS as FEATURISED
+from gagpo_cli.train.policies.lm import ADAPTER_FILE, FULL_WEIGHTS_FILE
 from gagpo_core.atomic import atomic_write_dir
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

@@ -1,5 +1,5 @@
 """The ``bow-mlp`` scorer computed the straightforward way, as a reference for the factored one in
-``gagpo_cli/train/featurised.py``: every input featurised on its own, every candidate with its own
+``gagpo_cli/train/policies/bow_mlp.py``: every input featurised on its own, every candidate with its own
 bags of all its features, one MLP row per candidate on the concatenation [e_s, e_a, e_s * e_a]. Same hashing, same parameters (it reads the
 policy's ``BowMLP``), so its scores must equal the policy's up to float rounding. Also the naive
 baseline of ``benchmarks/lab.py``."""
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from gagpo_cli.train.featurised import (
+from gagpo_cli.train.policies.bow_mlp import (
     _COUNT,
     _HS,
     _HX,
@@ -27,7 +27,7 @@ from gagpo_cli.train.featurised import (
     _cross,
     _FeatureCache,
 )
-from gagpo_cli.train.scoring import ScoreInput, ScoreOutput
+from gagpo_cli.train.policies.scoring import ScoreInput, ScoreOutput
 
 
 def _bags(arrays: list[np.ndarray], buckets: int) -> tuple[torch.Tensor, torch.Tensor]:

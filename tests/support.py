@@ -11,7 +11,7 @@ from unittest import mock
 import torch
 
 from gagpo_cli.app import main
-from gagpo_cli.train.featurised import FeaturisedPolicy
+from gagpo_cli.train.policies.bow_mlp import FeaturisedPolicy
 
 
 def run_cli(args: list[str]) -> tuple[int, str, str]:

@@ -23,8 +23,8 @@ from gagpo_cli.train.checkpoint import (
     restore_rng,
     save_checkpoint,
 )
+from gagpo_cli.train.learning.update import StepSample, Updater
 from gagpo_cli.train.records import read_metrics, truncate_metrics
-from gagpo_cli.train.update import StepSample, Updater
 
 
 def _trained(seed: int = 0):

@@ -15,11 +15,11 @@ from tiny_model import tiny_policy
 from estimators import get_estimator
 from gagpo_cli.config import OptimConfig
 from gagpo_cli.errors import UsageError
+from gagpo_cli.train.acting.rollout import TaskSpec
 from gagpo_cli.train.distributed import Dist, gather, shard, shard_tasks
-from gagpo_cli.train.rollout import TaskSpec
-from gagpo_cli.train.score_update import ScoreSample, ScoreUpdater
-from gagpo_cli.train.scoring import ScoreInput
-from gagpo_cli.train.update import StepSample, Updater
+from gagpo_cli.train.learning.score_update import ScoreSample, ScoreUpdater
+from gagpo_cli.train.learning.update import StepSample, Updater
+from gagpo_cli.train.policies.scoring import ScoreInput
 
 GROUPS, K = 4, 3
 OPTIM = OptimConfig(lr=1e-2, kl_coef=0.05, entropy_coef=0.01, epochs=2, token_budget=60, critic_lr=1e-2)

@@ -16,11 +16,11 @@ from tiny_model import tiny_policy
 from environments.pool import EnvPool
 from gagpo_cli.config import load_config
 from gagpo_cli.errors import UsageError
-from gagpo_cli.train.engines import VLLM_SETUP, EngineError, choose_engine, open_engine, vllm_problem
-from gagpo_cli.train.engines.hf import HFEngine
+from gagpo_cli.train.acting.engines import VLLM_SETUP, EngineError, choose_engine, open_engine, vllm_problem
+from gagpo_cli.train.acting.engines.hf import HFEngine
+from gagpo_cli.train.acting.rollout import TaskSpec, collect
 from gagpo_cli.train.recipe import EngineCrashed, train
 from gagpo_cli.train.records import read_metrics
-from gagpo_cli.train.rollout import TaskSpec, collect
 
 NO_VLLM = vllm_problem() is not None
 SMALL = ["model.name=tiny-random", "rollout.tasks_per_batch=2", "rollout.group_size=2", "env.max_steps=2",

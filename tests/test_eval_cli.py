@@ -12,9 +12,9 @@ from envs.corridor import CorridorEnvironment
 
 from environments.base import Reset
 from environments.pool import EnvPool
+from gagpo_cli.agents import ExpertPolicy, RandomPolicy, SlotView, resolve_policy
 from gagpo_cli.errors import UsageError
 from gagpo_cli.evaluate import evaluate, parse_env_options, run_episodes, summarize
-from gagpo_cli.policies import ExpertPolicy, RandomPolicy, SlotView, resolve_policy
 
 FIELDS = {"env", "split", "policy", "success_rate", "score", "per_type", "mean_length", "episodes", "env_steps_per_s"}
 
@@ -99,11 +99,11 @@ def test_resolve_policy_names_and_errors(tmp_path, monkeypatch):
     assert isinstance(resolve_policy("random", seed=4), RandomPolicy)
     with pytest.raises(UsageError, match="Did you mean 'expert'.*Valid names: expert, random"):
         resolve_policy("expret")
-    # the model hook: an existing path goes to gagpo_cli.train.agent.load_agent
+    # the model hook: an existing path goes to gagpo_cli.train.acting.agent.load_agent
     loaded = []
-    agent = types.ModuleType("gagpo_cli.train.agent")
+    agent = types.ModuleType("gagpo_cli.train.acting.agent")
     agent.load_agent = lambda spec, seed=0: loaded.append((spec, seed)) or ExpertPolicy()
-    monkeypatch.setitem(sys.modules, "gagpo_cli.train.agent", agent)
+    monkeypatch.setitem(sys.modules, "gagpo_cli.train.acting.agent", agent)
     assert isinstance(resolve_policy(str(tmp_path), seed=9), ExpertPolicy)
     assert loaded == [(str(tmp_path), 9)]
 

@@ -19,7 +19,7 @@ from tiny_model import tiny_model, tiny_tokenizer
 from environments.pool import EnvPool
 from gagpo_cli.config import load_config
 from gagpo_cli.export import export_run
-from gagpo_cli.train.agent import load_agent
+from gagpo_cli.train.acting.agent import load_agent
 from gagpo_cli.train.recipe import train
 
 RUN = ["rollout.tasks_per_batch=2", "rollout.group_size=3", "env.max_steps=3", "rollout.max_new_tokens=8",

@@ -15,11 +15,11 @@ from environments.base import Environment, Episode, Reset, Step
 from environments.pool import EnvPool
 from gagpo_cli.config import load_config
 from gagpo_cli.evaluate import run_episodes
-from gagpo_cli.train.agent import load_agent
-from gagpo_cli.train.featurised import FeaturisedPolicy, load_policy
+from gagpo_cli.train.acting.agent import load_agent
+from gagpo_cli.train.policies.bow_mlp import FeaturisedPolicy, load_policy
+from gagpo_cli.train.policies.scoring import ScoreInput
 from gagpo_cli.train.recipe import train
 from gagpo_cli.train.records import read_metrics
-from gagpo_cli.train.scoring import ScoreInput
 
 COLOURS = ("red", "blue", "green", "yellow", "white", "black", "orange", "purple", "pink", "grey", "brown", "gold")
 

@@ -16,10 +16,10 @@ from environments.base import score_mode_env_options
 from environments.pool import EnvPool
 from estimators import get_estimator
 from gagpo_cli.config import OptimConfig
-from gagpo_cli.train.featurised import FeaturisedPolicy
-from gagpo_cli.train.rollout import TaskSpec, collect
-from gagpo_cli.train.score_update import ScoreSample, ScoreUpdater
-from gagpo_cli.train.scoring import ScoreInput
+from gagpo_cli.train.acting.rollout import TaskSpec, collect
+from gagpo_cli.train.learning.score_update import ScoreSample, ScoreUpdater
+from gagpo_cli.train.policies.bow_mlp import FeaturisedPolicy
+from gagpo_cli.train.policies.scoring import ScoreInput
 
 
 def _trained_policy(seed: int = 0) -> FeaturisedPolicy:

@@ -65,7 +65,7 @@ def test_fixed_seed_metrics_match_the_recorded_run(name, tmp_path):
         return
     expected = recorded[name]
     assert len(lines) == len(expected)
-    for got, want in zip(lines, expected):
+    for got, want in zip(lines, expected, strict=True):
         assert sorted(got) == sorted(want), f"metric keys differ: {set(got) ^ set(want)}"
         wrong = {k: (got[k], want[k]) for k in want if not _close(got[k], want[k])}
         assert not wrong, f"iteration {want.get('iteration')}: {wrong}"

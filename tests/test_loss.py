@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from gagpo_cli.train.loss import (
+from gagpo_cli.train.learning.loss import (
     Denominators,
     aggregate,
     clipped_value_loss,

@@ -13,8 +13,8 @@ import torch
 from tiny_model import tiny_policy
 
 from gagpo_cli.config import OptimConfig
-from gagpo_cli.train.loss import Denominators, aggregate, k3_kl, policy_loss, sequence_ratio_loss
-from gagpo_cli.train.update import Updater
+from gagpo_cli.train.learning.loss import Denominators, aggregate, k3_kl, policy_loss, sequence_ratio_loss
+from gagpo_cli.train.learning.update import Updater
 
 
 def _grad(fn, x: torch.Tensor) -> torch.Tensor:

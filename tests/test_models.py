@@ -9,7 +9,7 @@ from tiny_model import tiny_model, tiny_tokenizer
 from gagpo_cli import models
 from gagpo_cli.config import ModelConfig
 from gagpo_cli.models import ModelUnavailableError, cache_dir, resolve_model
-from gagpo_cli.train.policy import Policy
+from gagpo_cli.train.policies.lm import Policy
 
 ALIAS = "smollm2-135m-instruct"
 

@@ -8,7 +8,7 @@ import torch
 from tiny_model import tiny_model, tiny_policy, tiny_tokenizer
 
 from gagpo_cli.config import ModelConfig
-from gagpo_cli.train.policy import Policy, cpu_supports_bf16, resolve_device, resolve_precision
+from gagpo_cli.train.policies.lm import Policy, cpu_supports_bf16, resolve_device, resolve_precision
 
 FULL = ModelConfig(name="tiny-random", lora=False, dtype="float32", device="cpu")
 

@@ -1,4 +1,4 @@
-"""The up-front estimate, nested progress bars and the heartbeat (gagpo_cli.train.progress)."""
+"""The up-front estimate, nested progress bars and the heartbeat (gagpo_cli.console)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import torch
 from test_train_resume import _flags, _in_process
 from tiny_model import tiny_policy
 
+from gagpo_cli import console as progress
 from gagpo_cli.config import ExperimentConfig
-from gagpo_cli.train import progress
-from gagpo_cli.train.progress import (
+from gagpo_cli.console import (
     Estimate,
     Heartbeat,
     TurnCost,

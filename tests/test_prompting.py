@@ -25,9 +25,9 @@ from gagpo_cli.evaluate import EpisodeRecord, evaluate, evaluation_specs, play_e
 from gagpo_cli.prompting import prompting_agent
 from gagpo_cli.prompting.react import ReactAgent, audit_steps, read_answer, thought_only_action
 from gagpo_cli.prompting.reflexion import run_trials
-from gagpo_cli.train.agent import ModelAgent
-from gagpo_cli.train.policy import Generation
-from gagpo_cli.train.prompts import THOUGHT_ONLY, parse_thought, render_react_prompt
+from gagpo_cli.train.acting.agent import ModelAgent
+from gagpo_cli.train.acting.prompts import THOUGHT_ONLY, parse_thought, render_react_prompt
+from gagpo_cli.train.policies.lm import Generation
 
 
 class ScriptedModel:
@@ -260,7 +260,7 @@ def test_score_mode_and_models_without_text_are_refused():
 
 
 def test_engine_hf_acts_exactly_as_the_models_own_generation():
-    from gagpo_cli.train.agent import with_engine
+    from gagpo_cli.train.acting.agent import with_engine
 
     pool = EnvPool.from_environment(CorridorEnvironment())
     specs = evaluation_specs(pool, "test", 2, seed=0)
@@ -320,7 +320,7 @@ def test_cli_bad_agent_input_is_one_line_exit_2(plugin, score_run, args, expecte
 
 
 def test_cli_engine_vllm_without_vllm_names_the_setup_line(plugin, tiny_folder):
-    from gagpo_cli.train.engines import VLLM_SETUP, vllm_problem
+    from gagpo_cli.train.acting.engines import VLLM_SETUP, vllm_problem
 
     if vllm_problem() is None:
         pytest.skip("vLLM is installed here")
@@ -450,8 +450,8 @@ def test_report_places_prompting_evaluations_as_table1_rows(tmp_path):
 
 def test_cli_an_engine_failure_is_one_line_exit_1(plugin, tiny_folder, monkeypatch):
     """An engine that fails while generating is a failure of the run, not of the input: exit 1, one line."""
-    from gagpo_cli.train.engines import EngineError
-    from gagpo_cli.train.engines.hf import HFEngine
+    from gagpo_cli.train.acting.engines import EngineError
+    from gagpo_cli.train.acting.engines.hf import HFEngine
 
     def failing(self, *args, **kwargs):
         raise EngineError("rollout engine 'hf' failed while generating: backend died")

@@ -11,7 +11,7 @@ from train_envs import HalfAlphabetEnvironment
 
 from environments.pool import EnvPool
 from estimators import get_estimator
-from gagpo_cli.train.rollout import TaskSpec, collect
+from gagpo_cli.train.acting.rollout import TaskSpec, collect
 
 SETTINGS = dict(history=2, temperature=1.0, max_new_tokens=6, success_reward=10.0, invalid_penalty=0.1)
 
@@ -83,7 +83,7 @@ def test_same_generator_seed_same_rollout(policy):
 
 def test_training_reward_success_or_raw_final_score():
     from environments.base import Step
-    from gagpo_cli.train.rollout import final_reward
+    from gagpo_cli.train.acting.rollout import final_reward
 
     bought = Step("Thank you", 0.6, True, False, 0.6, True, (), "k")  # done, not won, raw score 0.6
     won = Step("Thank you", 1.0, True, True, 1.0, True, (), "k")

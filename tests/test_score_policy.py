@@ -8,11 +8,11 @@ import pytest
 import torch
 from tiny_model import tiny_policy
 
-import gagpo_cli.train.policy as policy_module
+import gagpo_cli.train.policies.lm as policy_module
 from gagpo_cli.config import ModelConfig
-from gagpo_cli.train.policy import Policy, length_buckets
-from gagpo_cli.train.prompts import SCORE_CLOSE, SCORE_OPEN, candidate_text, render_score_prompt
-from gagpo_cli.train.scoring import ActionScorer, ScoreInput
+from gagpo_cli.train.acting.prompts import SCORE_CLOSE, SCORE_OPEN, candidate_text, render_score_prompt
+from gagpo_cli.train.policies.lm import Policy, length_buckets
+from gagpo_cli.train.policies.scoring import ActionScorer, ScoreInput
 
 FULL = ModelConfig(name="tiny-random", lora=False, dtype="float32", device="cpu")
 

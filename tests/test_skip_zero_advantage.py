@@ -15,9 +15,9 @@ from tiny_model import tiny_policy
 
 from estimators import StepBatch, available_estimators, get_estimator
 from gagpo_cli.config import OptimConfig
-from gagpo_cli.train.score_update import ScoreSample, ScoreUpdater
-from gagpo_cli.train.scoring import ScoreInput
-from gagpo_cli.train.update import StepSample, Updater
+from gagpo_cli.train.learning.score_update import ScoreSample, ScoreUpdater
+from gagpo_cli.train.learning.update import StepSample, Updater
+from gagpo_cli.train.policies.scoring import ScoreInput
 
 GROUPS, K, T = 4, 3, 2
 OUTCOMES = ((0, 0, 0), (1, 0, 1), (1, 1, 1), (0, 1, 0))  # per group, per rollout: won; uniform groups give zeros

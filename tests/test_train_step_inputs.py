@@ -15,10 +15,10 @@ from tiny_model import tiny_policy
 from environments.pool import EnvPool
 from estimators import get_estimator
 from gagpo_cli.config import OptimConfig, load_config
+from gagpo_cli.train.acting.rollout import Rollout, StepRow
+from gagpo_cli.train.learning.update import StepSample, Updater
 from gagpo_cli.train.recipe import train
 from gagpo_cli.train.records import read_metrics
-from gagpo_cli.train.rollout import Rollout, StepRow
-from gagpo_cli.train.update import StepSample, Updater
 
 
 def _row(traj: int, step: int, response: list[int], entropy: float | None = None) -> StepRow:

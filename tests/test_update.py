@@ -11,7 +11,7 @@ import torch
 from tiny_model import tiny_policy
 
 from gagpo_cli.config import ModelConfig, OptimConfig
-from gagpo_cli.train.update import StepSample, Updater, plan_micro_batches
+from gagpo_cli.train.learning.update import StepSample, Updater, plan_micro_batches
 
 
 @dataclass

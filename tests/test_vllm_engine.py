@@ -16,9 +16,9 @@ from tiny_model import tiny_model, tiny_tokenizer  # noqa: E402
 
 from gagpo_cli.config import ModelConfig  # noqa: E402
 from gagpo_cli.errors import UsageError  # noqa: E402
-from gagpo_cli.train.engines import choose_engine  # noqa: E402
-from gagpo_cli.train.engines.vllm import VLLMEngine  # noqa: E402
-from gagpo_cli.train.policy import Policy  # noqa: E402
+from gagpo_cli.train.acting.engines import choose_engine  # noqa: E402
+from gagpo_cli.train.acting.engines.vllm import VLLMEngine  # noqa: E402
+from gagpo_cli.train.policies.lm import Policy  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 

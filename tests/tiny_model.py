@@ -12,7 +12,7 @@ import functools
 import torch
 
 from gagpo_cli.config import ModelConfig
-from gagpo_cli.train.policy import Policy
+from gagpo_cli.train.policies.lm import Policy
 
 PAD, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
 CHAT_TEMPLATE = (

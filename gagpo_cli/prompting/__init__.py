@@ -2,7 +2,7 @@
 
 ``gagpo eval --policy MODEL --agent NAME``:
 
-- ``plain``: the rollout's own prompt (``train.prompts.render_prompt``), the model as it is trained;
+- ``plain``: the rollout's own prompt (``train.acting.prompts.render_prompt``), the model as it is trained;
 - ``react``: ReAct (Yao et al. 2023, arXiv 2210.03629): a thought then the action, the thoughts kept
   in the history window (``react.ReactAgent``);
 - ``reflexion``: Reflexion (Shinn et al. 2023, arXiv 2303.11366): the ReAct agent replays each failed
@@ -51,7 +51,7 @@ def check_generates(name: str, action_mode: str, model_name: str = "") -> None:
 
 
 def prompting_agent(name: str, policy: Any) -> Any:
-    """The agent ``name`` acting with the loaded model agent ``policy`` (``train.agent.ModelAgent``);
+    """The agent ``name`` acting with the loaded model agent ``policy`` (``train.acting.agent.ModelAgent``);
     ``plain`` is ``policy`` itself. A policy without a model (expert, random) is a ``UsageError``."""
     if name == "plain":
         return policy

@@ -40,11 +40,20 @@ import yaml
 
 from environments.base import score_mode_env_options
 from gagpo_cli.config import LORA_SCOPES, ExperimentConfig, load_config, write_resolved_config
+from gagpo_cli.console import Heartbeat, RunProgress, announce_estimate
 from gagpo_cli.errors import UsageError
 from gagpo_cli.evaluate import choose_split
 from gagpo_cli.models import check_model_source
 from gagpo_cli.threads import apply_threads
 from gagpo_cli.train import distributed
+from gagpo_cli.train.acting.engines import EngineError, check_engine, open_engine
+from gagpo_cli.train.acting.rollout import (
+    TRAINING_REWARDS,
+    RolloutInterrupted,
+    TaskSpec,
+    collect,
+    summary_metrics,
+)
 from gagpo_cli.train.checkpoint import (
     capture_rng,
     checkpoint_iteration,
@@ -58,14 +67,11 @@ from gagpo_cli.train.checkpoint import (
 )
 from gagpo_cli.train.config_match import RESUMABLE_CHANGES, config_changes
 from gagpo_cli.train.config_match import flat as _flat
-from gagpo_cli.train.engines import EngineError, check_engine, open_engine
-from gagpo_cli.train.featurised import ALIAS as FEATURISED
-from gagpo_cli.train.loss import KL_ENTROPY_AGGS
-from gagpo_cli.train.progress import Heartbeat, RunProgress, announce_estimate
+from gagpo_cli.train.learning.loss import KL_ENTROPY_AGGS
+from gagpo_cli.train.policies.bow_mlp import ALIAS as FEATURISED
+from gagpo_cli.train.policies.scoring import check_action_mode
+from gagpo_cli.train.policies.scoring import check_norm as check_norm_setting
 from gagpo_cli.train.records import METRICS_FILE, WANDB_MODES, RunRecords, truncate_metrics
-from gagpo_cli.train.rollout import TRAINING_REWARDS, RolloutInterrupted, TaskSpec, collect, summary_metrics
-from gagpo_cli.train.scoring import check_action_mode
-from gagpo_cli.train.scoring import check_norm as check_norm_setting
 from gagpo_core import plugins
 from gagpo_core.atomic import atomic_write_json
 from gagpo_core.plugins import unknown_name_message
@@ -315,10 +321,10 @@ def train(cfg: ExperimentConfig, *, resume: bool = False, policy: Any = None, en
 
 
 def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, estimator: Any, policy: Any, pool: Any) -> Path:
-    from gagpo_cli.train.featurised import load_policy
-    from gagpo_cli.train.score_rollout import ScoringEngine
-    from gagpo_cli.train.score_update import ScoreUpdater
-    from gagpo_cli.train.update import Updater
+    from gagpo_cli.train.acting.score_rollout import ScoringEngine
+    from gagpo_cli.train.learning.score_update import ScoreUpdater
+    from gagpo_cli.train.learning.update import Updater
+    from gagpo_cli.train.policies.bow_mlp import load_policy
 
     info = pool.environment_info
     train_tasks = pool.num_tasks(choose_split(info, cfg.env.train_split, "env.train_split"))
@@ -405,8 +411,8 @@ def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, estimator: Any, p
 def _iteration(cfg: ExperimentConfig, iteration: int, policy: Any, pool: Any, estimator: Any, updater: Any,
                train_tasks: int, stop: StopFlag) -> dict[str, float]:
     """Steps 1-6 of the module docstring for one iteration; returns its metrics."""
-    from gagpo_cli.train.score_update import ScoreSample
-    from gagpo_cli.train.update import StepSample
+    from gagpo_cli.train.learning.score_update import ScoreSample
+    from gagpo_cli.train.learning.update import StepSample
 
     began = time.perf_counter()
     tasks, sampling_seed = sample_tasks(cfg, train_tasks, iteration)
@@ -479,7 +485,7 @@ def evaluate_policy(cfg: ExperimentConfig, policy: Any, pool: Any, split: str) -
     ``split`` (the same tasks and seeds at every evaluation of a run: ``gagpo_cli.evaluate.evaluation_specs``);
     ``gagpo eval --policy <run>`` replays the last one."""
     from gagpo_cli.evaluate import evaluation_specs, run_episodes, summarize
-    from gagpo_cli.train.agent import ModelAgent
+    from gagpo_cli.train.acting.agent import ModelAgent
 
     began = time.perf_counter()
     agent = ModelAgent.from_config(policy, cfg, name="training policy", seed=cfg.train.seed)

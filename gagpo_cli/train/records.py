@@ -1,5 +1,5 @@
 """Records of a run: ``metrics.jsonl`` (always), Weights & Biases (optional); ``progress_bar`` is
-``gagpo_cli.train.progress``'s, re-exported for the modules that import it from here.
+``gagpo_cli.console``'s, re-exported for the modules that import it from here.
 
 ``metrics.jsonl`` holds one JSON object per completed iteration, ``{"iteration": i, ...metrics}``,
 appended with flush + fsync so a killed run loses at most the iteration in flight. On resume the
@@ -16,8 +16,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from gagpo_cli.console import progress_bar
 from gagpo_cli.errors import UsageError
-from gagpo_cli.train.progress import progress_bar
 from gagpo_core.atomic import atomic_write_text
 
 __all__ = ["METRICS_FILE", "WANDB_MODES", "RunRecords", "progress_bar", "read_metrics", "truncate_metrics",

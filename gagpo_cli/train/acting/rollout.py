@@ -11,7 +11,7 @@ WebShop's own RL reward), minus ``invalid_penalty`` on each malformed step; the 
 enters (docs/algorithms.md#rewards-and-penalties).
 
 ``decide`` (prompt -> generate -> parse for a batch of episodes) is shared with the evaluation
-agent (``gagpo_cli.train.agent``), which runs under ``gagpo_cli.evaluate``'s episode loop.
+agent (``gagpo_cli.train.acting.agent``), which runs under ``gagpo_cli.evaluate``'s episode loop.
 ``collect`` is the training loop over the same step; ``Rollout.step_batch`` is the one place that
 turns step rows into the estimators' ``StepBatch`` (docs/algorithms.md#step-batch).
 """
@@ -26,11 +26,11 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
+from gagpo_cli.agents import SlotView
 from gagpo_cli.evaluate import EpisodeRecord, record_of, summarize
-from gagpo_cli.policies import SlotView
-from gagpo_cli.train.prompts import parse_action, render_prompt
+from gagpo_cli.train.acting.prompts import parse_action, render_prompt
+from gagpo_cli.train.acting.score_rollout import ScoreDecision, decide_scores
 from gagpo_cli.train.records import progress_bar
-from gagpo_cli.train.score_rollout import ScoreDecision, decide_scores
 
 MALFORMED_CHARS = 200  # a malformed output reaches the environment (and later prompts) this short
 
@@ -197,7 +197,7 @@ def collect(
 ) -> Rollout:
     """Run one episode per entry of ``tasks`` to its end or to ``max_steps`` steps; record every step.
 
-    ``policy`` is a ``Policy`` or a rollout engine (``gagpo_cli.train.engines``: anything with
+    ``policy`` is a ``Policy`` or a rollout engine (``gagpo_cli.train.acting.engines``: anything with
     ``chat_prompt`` and ``generate``), ``pool`` an ``EnvPool`` whose slot ``i`` runs ``tasks[i]`` (the
     trajectory id of its rows is ``i``; its environment's name picks the prompt template).
     ``should_stop`` is polled between turns; when it returns True, ``RolloutInterrupted`` is raised.

@@ -32,16 +32,13 @@ import numpy as np
 import torch
 
 from gagpo_cli.config import OptimConfig
-from gagpo_cli.train import scoring
 from gagpo_cli.train.distributed import sum_counts
-from gagpo_cli.train.loss import (
+from gagpo_cli.train.learning.loss import (
     Denominators,
     aggregate,
     policy_loss,
 )
-from gagpo_cli.train.records import progress_bar
-from gagpo_cli.train.scoring import ScoreInput
-from gagpo_cli.train.update import (
+from gagpo_cli.train.learning.update import (
     UpdaterState,
     combine_over_ranks,
     needs_old_pass,
@@ -50,6 +47,9 @@ from gagpo_cli.train.update import (
     probs_diff_metrics,
     skips_zero_advantage,
 )
+from gagpo_cli.train.policies import scoring
+from gagpo_cli.train.policies.scoring import ScoreInput
+from gagpo_cli.train.records import progress_bar
 
 
 @dataclass(slots=True)  # no per-instance dict: thousands live through each iteration

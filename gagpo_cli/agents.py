@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from environments.pool import EnvPool
 
 BUILTIN_POLICIES = ("expert", "random")
-MODEL_AGENT_MODULE = "gagpo_cli.train.agent"  # must define load_agent(spec: str, *, seed: int) -> AgentPolicy
+MODEL_AGENT_MODULE = "gagpo_cli.train.acting.agent"  # must define load_agent(spec: str, *, seed: int) -> AgentPolicy
 
 # An admissible action that is a template to fill, not an action: WebShop's search box
 # ("search[...]", "search[<query>]", "search[]").
@@ -117,7 +117,7 @@ def looks_like_model(spec: str) -> bool:
 
 
 def load_model_policy(spec: str, seed: int = 0) -> AgentPolicy:
-    """The hook for model policies: ``gagpo_cli.train.agent.load_agent(spec, seed=seed)``.
+    """The hook for model policies: ``gagpo_cli.train.acting.agent.load_agent(spec, seed=seed)``.
 
     The trainer provides that module; until it exists a model spec is a usage error.
     """

@@ -1,4 +1,4 @@
-"""A language model as an evaluation agent (the ``gagpo_cli.policies`` model hook).
+"""A language model as an evaluation agent (the ``gagpo_cli.agents`` model hook).
 
 ``load_agent(spec)`` accepts a training run directory (its ``config.yaml`` and newest checkpoint),
 one checkpoint folder (``<run>/checkpoints/iter_000010``), or a model (local folder or hub id).
@@ -14,12 +14,12 @@ from typing import Any
 
 import torch
 
+from gagpo_cli.agents import SlotView
 from gagpo_cli.config import ExperimentConfig, ModelConfig, load_config
 from gagpo_cli.errors import UsageError
-from gagpo_cli.policies import SlotView
+from gagpo_cli.train.acting.rollout import decide
+from gagpo_cli.train.acting.score_rollout import decide_scores
 from gagpo_cli.train.checkpoint import MANIFEST, latest_checkpoint, verify_checkpoint
-from gagpo_cli.train.rollout import decide
-from gagpo_cli.train.score_rollout import decide_scores
 
 
 class ModelAgent:
@@ -64,7 +64,7 @@ def with_engine(agent: ModelAgent, requested: str) -> ModelAgent:
     """``agent`` generating through the rollout engine ``requested`` (``hf``, ``vllm`` or ``auto``:
     ``engines.choose_engine``) instead of its policy's own generation; the engine is synced to the
     loaded weights (a trained run's). Score mode ranks with the policy itself: a ``UsageError``."""
-    from gagpo_cli.train.engines import open_engine
+    from gagpo_cli.train.acting.engines import open_engine
 
     if agent.action_mode == "score":
         raise UsageError(f"--engine {requested}: this run ranks admissible actions "
@@ -95,8 +95,8 @@ def run_config(spec: str) -> ExperimentConfig | None:
 
 def load_agent(spec: str, *, seed: int = 0) -> ModelAgent:
     """The model named by ``spec`` as an ``AgentPolicy`` (see the module docstring)."""
-    from gagpo_cli.train.featurised import load_policy
-    from gagpo_cli.train.policy import Policy
+    from gagpo_cli.train.policies.bow_mlp import load_policy
+    from gagpo_cli.train.policies.lm import Policy
 
     path = Path(spec)
     if (path / "config.yaml").is_file() or (path / MANIFEST).is_file():

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from gagpo_cli.train.engines import EngineError
+from gagpo_cli.train.acting.engines import EngineError
 
 
 class HFEngine:

@@ -109,11 +109,11 @@ def build_engine(name: str, policy: Any, model_name: str, options: dict[str, Any
     if name == "hf":
         if options:
             raise UsageError(f"rollout.engine_options: the hf engine takes none, got {', '.join(sorted(options))}")
-        from gagpo_cli.train.engines.hf import HFEngine
+        from gagpo_cli.train.acting.engines.hf import HFEngine
 
         return HFEngine(policy)
     if name == "vllm":
-        from gagpo_cli.train.engines.vllm import VLLMEngine
+        from gagpo_cli.train.acting.engines.vllm import VLLMEngine
 
         folder = model_folder(model_name)
         if folder is None:

@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
-from gagpo_cli.policies import SlotView
-from gagpo_cli.train.scoring import ScoreInput, check_norm, draw
+from gagpo_cli.agents import SlotView
+from gagpo_cli.train.policies.scoring import ScoreInput, check_norm, draw
 
 NO_ACTION = "(no admissible action)"
 

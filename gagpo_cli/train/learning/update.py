@@ -31,9 +31,8 @@ import numpy as np
 import torch
 
 from gagpo_cli.config import OptimConfig
-from gagpo_cli.train.critic import Critic
 from gagpo_cli.train.distributed import Dist, all_reduce_grads, gather, sum_counts
-from gagpo_cli.train.loss import (
+from gagpo_cli.train.learning.loss import (
     KL_ENTROPY_AGGS,
     LOSS_AGGS,
     RATIO_MODES,
@@ -41,7 +40,8 @@ from gagpo_cli.train.loss import (
     clipped_value_loss,
     policy_loss,
 )
-from gagpo_cli.train.policy import MicroBatch, Policy
+from gagpo_cli.train.policies.critic import Critic
+from gagpo_cli.train.policies.lm import MicroBatch, Policy
 from gagpo_cli.train.records import progress_bar
 
 D = TypeVar("D")

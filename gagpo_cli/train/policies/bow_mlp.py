@@ -44,7 +44,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from gagpo_cli.train.scoring import ScoreInput, ScoreOutput
+from gagpo_cli.train.policies.scoring import ScoreInput, ScoreOutput
 
 ALIAS = "bow-mlp"
 WEIGHTS_FILE = "model.safetensors"
@@ -532,6 +532,6 @@ def load_policy(model_cfg: Any, *, seed: int = 0) -> Any:
     """The policy ``model_cfg.name`` names: the featurised ``bow-mlp``, else a language model ``Policy``."""
     if model_cfg.name == ALIAS:
         return FeaturisedPolicy(model_cfg, seed=seed)
-    from gagpo_cli.train.policy import Policy
+    from gagpo_cli.train.policies.lm import Policy
 
     return Policy.load(model_cfg, seed=seed)

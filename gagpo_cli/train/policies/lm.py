@@ -31,8 +31,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from gagpo_cli.config import ModelConfig
-from gagpo_cli.train.prompts import SCORE_OPEN, candidate_text, render_score_prompt
-from gagpo_cli.train.scoring import ACTION_MODES, ScoreInput, ScoreOutput, check_norm
+from gagpo_cli.train.acting.prompts import SCORE_OPEN, candidate_text, render_score_prompt
+from gagpo_cli.train.policies.scoring import ACTION_MODES, ScoreInput, ScoreOutput, check_norm
 
 ADAPTER_FILE = "adapter_model.safetensors"
 FULL_WEIGHTS_FILE = "model.safetensors"

@@ -279,8 +279,8 @@ def estimate_run(cfg: Any, cost: TurnCost, *, start: int, train_steps: int, eval
 
 def first_turn_prompt(engine: Any, pool: Any, split: str, history: int) -> list[int]:
     """The token ids of the first turn's prompt of task 0 of ``split`` (the environment is reset once)."""
-    from gagpo_cli.policies import SlotView
-    from gagpo_cli.train.prompts import render_prompt
+    from gagpo_cli.agents import SlotView
+    from gagpo_cli.train.acting.prompts import render_prompt
 
     view = SlotView.start(0, pool.reset([(split, 0, 0)])[0])
     text = render_prompt(pool.environment_info.name, goal=view.goal, observation=view.observation,

@@ -39,7 +39,7 @@ from typing import Any
 import torch
 
 from gagpo_cli.errors import UsageError
-from gagpo_cli.train.engines import EngineError
+from gagpo_cli.train.acting.engines import EngineError
 
 GPU_MEMORY_SHARE = 0.3  # of the GPU for vLLM (weights + KV cache); the trainer keeps the rest
 LORA_SYNC_MODES = ("adapter", "merged")
@@ -184,7 +184,7 @@ class VLLMEngine:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
-        from gagpo_cli.train.policy import Generation
+        from gagpo_cli.train.policies.lm import Generation
 
         if temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {temperature}")
