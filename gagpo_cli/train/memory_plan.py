@@ -1,0 +1,202 @@
+"""The memory plan: bytes per GPU for a model, a training mode and a process count, before any work.
+
+What is counted, per GPU (``plan``):
+
+- **weights**: full fine-tuning keeps float32 master weights (4 bytes per parameter; ``ddp``: every
+  process holds them all, ``fsdp``: each holds 1/N); LoRA keeps the frozen base in bf16 (2 bytes)
+  plus float32 adapters; ``fsdp`` adds one gathered decoder layer in bf16 and the next one prefetched
+  (``2 x 2`` bytes per layer parameter);
+- **gradients**: float32, for the trained parameters only (sharded like the weights under ``fsdp``);
+- **optimizer**: AdamW's two float32 moments per trained parameter (8 bytes), sharded under ``fsdp``,
+  zero on the GPU with ``model.offload_optimizer``;
+- **reference**: full fine-tuning with ``optim.kl_coef > 0`` keeps a frozen bf16 copy (LoRA's
+  reference is the base with the adapter off: nothing extra);
+- **activations** of one micro-batch of ``optim.token_budget`` tokens (bf16): per token and decoder
+  layer the tensors a SwiGLU decoder keeps for backward, about ``2 x (8h + 2 kv_dim + 4 i)`` bytes;
+  with ``model.activation_checkpointing`` only each layer's input (``2h``) plus one layer's full set;
+- **logits**: float32 output-projection rows of the micro-batch's response tokens, with their
+  log-softmax and its gradient (``12 x vocab`` bytes per token), bounded by the token budget.
+
+Weights, gradients, optimizer and reference are exact counts of the model's shape; activations and
+logits are estimates (an upper bound: every token of the micro-batch counted as a response token).
+``check`` refuses only when the exact part alone exceeds the GPU, so it never refuses a run that
+fits; the estimate is printed for the user to judge.
+
+Model shapes come from the model folder's ``config.json`` when the name is a local path, else from
+``SHAPES`` (the paper's backbones and the default model; published architecture figures). Not
+counted: the rollout engine's KV cache during generation (hf frees it before the update; a
+colocated vLLM engine keeps its ``gpu_memory_utilization`` share) and the CUDA context (~0.5 GiB).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from gagpo_cli.errors import UsageError
+
+GIB = 1024 ** 3
+LORA_TARGET_SHAPES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """A Llama/Qwen2-style decoder: the figures its parameter count and activations follow from."""
+
+    hidden: int
+    layers: int
+    intermediate: int
+    heads: int
+    kv_heads: int
+    vocab: int
+    tied_embeddings: bool
+    attention_bias: bool = False
+
+    @property
+    def kv_dim(self) -> int:
+        return self.hidden // self.heads * self.kv_heads
+
+    def projection(self, name: str) -> tuple[int, int]:
+        """(in, out) features of one decoder layer's projection ``name``."""
+        h, kv, i = self.hidden, self.kv_dim, self.intermediate
+        return {"q_proj": (h, h), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (h, h),
+                "gate_proj": (h, i), "up_proj": (h, i), "down_proj": (i, h)}[name]
+
+    def layer_parameters(self) -> int:
+        """One decoder layer: its seven projections, the attention biases where the model has them, two norms."""
+        per_layer = sum(a * b for a, b in map(self.projection, LORA_TARGET_SHAPES)) + 2 * self.hidden
+        return per_layer + (self.hidden + 2 * self.kv_dim if self.attention_bias else 0)
+
+    def parameters(self) -> int:
+        """Every parameter: embeddings, decoder layers, final norm, output head (unless tied)."""
+        embeddings = self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
+        return embeddings + self.layers * self.layer_parameters() + self.hidden
+
+    def lora_parameters(self, rank: int, targets: list[str], layers: int | None = None) -> int:
+        """Adapter parameters: ``rank x (in + out)`` per targeted projection in each adapted layer."""
+        unknown = sorted(set(targets) - set(LORA_TARGET_SHAPES))
+        if unknown:
+            raise UsageError(f"memory plan: unknown LoRA target(s) {', '.join(unknown)}; "
+                             f"known: {', '.join(LORA_TARGET_SHAPES)}")
+        per_layer = sum(rank * sum(self.projection(t)) for t in targets)
+        return per_layer * (self.layers if layers is None else min(layers, self.layers))
+
+
+SHAPES: dict[str, ModelShape] = {
+    "Qwen/Qwen2.5-1.5B-Instruct": ModelShape(1536, 28, 8960, 12, 2, 151936, True, True),
+    "Qwen/Qwen2.5-7B-Instruct": ModelShape(3584, 28, 18944, 28, 4, 152064, False, True),
+    "smollm2-135m-instruct": ModelShape(576, 30, 1536, 9, 3, 49152, True),
+}
+
+
+def shape_of(name: str) -> ModelShape:
+    """The shape of model ``name``: a local folder's ``config.json``, else the ``SHAPES`` table."""
+    config = Path(name) / "config.json"
+    if config.is_file():
+        c = json.loads(config.read_text())
+        return ModelShape(c["hidden_size"], c["num_hidden_layers"], c["intermediate_size"],
+                          c["num_attention_heads"], c.get("num_key_value_heads", c["num_attention_heads"]),
+                          c["vocab_size"], bool(c.get("tie_word_embeddings", False)),
+                          bool(c.get("attention_bias", c.get("model_type") == "qwen2")))
+    if name in SHAPES:
+        return SHAPES[name]
+    raise UsageError(f"memory plan: no shape known for model '{name}'; pass a local model folder "
+                     f"(with config.json) or one of {', '.join(SHAPES)}")
+
+
+@dataclass(frozen=True)
+class PlanSettings:
+    """The settings the plan depends on (from the experiment's ``model`` and ``optim`` sections)."""
+
+    processes: int = 1
+    parallel: str = "ddp"  # ddp | fsdp
+    lora: bool = True
+    lora_rank: int = 16
+    lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+    lora_layers: int | None = None
+    kl_coef: float = 0.01
+    token_budget: int = 8192
+    activation_checkpointing: bool = False
+    offload_optimizer: bool = False
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """Bytes per GPU, by part (see the module docstring for what each part counts)."""
+
+    weights: float
+    gradients: float
+    optimizer: float
+    reference: float
+    activations: float
+    logits: float
+
+    @property
+    def exact(self) -> float:
+        """Weights, gradients, optimizer and reference: what the model's shape fixes."""
+        return self.weights + self.gradients + self.optimizer + self.reference
+
+    @property
+    def total(self) -> float:
+        return self.exact + self.activations + self.logits
+
+    def parts(self) -> dict[str, float]:
+        return {"weights": self.weights, "gradients": self.gradients, "optimizer": self.optimizer,
+                "reference": self.reference, "activations": self.activations, "logits": self.logits}
+
+
+def plan(shape: ModelShape, s: PlanSettings) -> MemoryPlan:
+    """Bytes per GPU for ``shape`` trained with settings ``s`` (see the module docstring)."""
+    if s.parallel not in ("ddp", "fsdp"):
+        raise UsageError(f"model.parallel '{s.parallel}' is not one of ddp, fsdp")
+    share = 1 / s.processes if s.parallel == "fsdp" else 1.0  # fsdp: each process holds 1/N of each state
+    total = shape.parameters()
+    trained = shape.lora_parameters(s.lora_rank, list(s.lora_targets), s.lora_layers) if s.lora else total
+    weights = (2 * total + 4 * trained) if s.lora else 4 * total
+    reference = 0.0 if s.lora or s.kl_coef <= 0 else 2.0 * total
+    gathered = 4.0 * shape.layer_parameters() if s.parallel == "fsdp" and s.processes > 1 else 0.0
+    h, kv, i = shape.hidden, shape.kv_dim, shape.intermediate
+    per_token_layer = 2 * (8 * h + 2 * kv + 4 * i)
+    if s.activation_checkpointing:
+        per_token = 2 * h * shape.layers + per_token_layer
+    else:
+        per_token = per_token_layer * shape.layers
+    return MemoryPlan(weights=weights * share + gathered, gradients=4.0 * trained * share,
+                      optimizer=0.0 if s.offload_optimizer else 8.0 * trained * share,
+                      reference=reference * share, activations=float(per_token * s.token_budget),
+                      logits=12.0 * shape.vocab * s.token_budget)
+
+
+def fitting_alternatives(shape: ModelShape, s: PlanSettings, gpu_bytes: float, max_processes: int = 8) -> list[str]:
+    """Settings (each a change from ``s``) under which the exact part fits ``gpu_bytes``, fewest changes first."""
+    candidates: list[tuple[str, PlanSettings]] = []
+    for n in (2, 4, 8):
+        if s.processes < n <= max_processes:
+            candidates.append((f"model.parallel=fsdp on {n} processes", replace(s, parallel="fsdp", processes=n)))
+    if s.parallel == "ddp" and s.processes > 1:
+        candidates.append(("model.parallel=fsdp", replace(s, parallel="fsdp")))
+    if not s.offload_optimizer:
+        candidates.append(("model.offload_optimizer=true", replace(s, offload_optimizer=True)))
+    if not s.lora:
+        candidates.append(("model.lora=true", replace(s, lora=True)))
+    return [name for name, alt in candidates if plan(shape, alt).exact <= gpu_bytes]
+
+
+def describe(p: MemoryPlan) -> str:
+    """One line: the parts in GiB and the total, e.g. for the start of a run."""
+    parts = ", ".join(f"{name} {value / GIB:.1f}" for name, value in p.parts().items())
+    return f"memory plan per GPU (GiB): {parts}; total {p.total / GIB:.1f} (exact part {p.exact / GIB:.1f})"
+
+
+def check(shape: ModelShape, s: PlanSettings, gpu_bytes: float, model: str) -> MemoryPlan:
+    """The plan, or a ``UsageError`` naming the settings that would fit when its exact part exceeds ``gpu_bytes``."""
+    p = plan(shape, s)
+    if p.exact > gpu_bytes:
+        alternatives = fitting_alternatives(shape, s, gpu_bytes)
+        fix = f"these fit: {'; '.join(alternatives)}" if alternatives else "no setting tried fits"
+        raise UsageError(f"memory plan: {model} needs {p.exact / GIB:.1f} GiB per GPU for weights, gradients, "
+                         f"optimizer and reference ({s.parallel}, {s.processes} process(es), "
+                         f"{'LoRA' if s.lora else 'full fine-tuning'}) but the GPU has "
+                         f"{gpu_bytes / GIB:.1f} GiB; {fix}")
+    return p

@@ -1,0 +1,80 @@
+"""The memory plan counts what a real model holds: parameter and LoRA counts against transformers and
+peft on tiny models of the same architectures, the parts' scaling with processes, and the refusal."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from peft import LoraConfig, get_peft_model
+from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+from gagpo_cli.errors import UsageError
+from gagpo_cli.train.memory_plan import GIB, SHAPES, PlanSettings, check, plan, shape_of
+
+TINY = dict(hidden_size=64, num_hidden_layers=3, intermediate_size=96, num_attention_heads=8,
+            num_key_value_heads=2, vocab_size=300)
+
+
+@pytest.mark.parametrize("tied", [True, False])
+@pytest.mark.parametrize("kind", ["llama", "qwen2"])
+def test_parameter_count_equals_the_models_own(tmp_path, kind, tied):
+    config_cls, model_cls = (LlamaConfig, LlamaForCausalLM) if kind == "llama" else (Qwen2Config, Qwen2ForCausalLM)
+    config = config_cls(**TINY, tie_word_embeddings=tied)
+    config.save_pretrained(tmp_path)
+    torch.manual_seed(0)
+    model = model_cls(config)
+    assert shape_of(str(tmp_path)).parameters() == sum(p.numel() for p in model.parameters())
+
+
+def test_lora_count_equals_peft(tmp_path):
+    config = Qwen2Config(**TINY)
+    config.save_pretrained(tmp_path)
+    targets = ["q_proj", "k_proj", "v_proj", "o_proj", "down_proj"]
+    model = get_peft_model(Qwen2ForCausalLM(config), LoraConfig(r=4, lora_alpha=8, target_modules=targets))
+    trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert shape_of(str(tmp_path)).lora_parameters(4, targets) == trained
+
+
+def test_paper_backbones_have_their_published_sizes():
+    assert round(SHAPES["Qwen/Qwen2.5-7B-Instruct"].parameters() / 1e9, 2) == 7.62
+    assert round(SHAPES["Qwen/Qwen2.5-1.5B-Instruct"].parameters() / 1e9, 2) == 1.54
+
+
+def test_fsdp_shards_the_states_and_ddp_replicates_them():
+    shape = SHAPES["Qwen/Qwen2.5-7B-Instruct"]
+    one = plan(shape, PlanSettings(lora=False))
+    assert one.weights == 4 * shape.parameters() and one.optimizer == 8 * shape.parameters()
+    ddp = plan(shape, PlanSettings(lora=False, processes=4))
+    fsdp = plan(shape, PlanSettings(lora=False, processes=4, parallel="fsdp"))
+    assert ddp.exact == one.exact
+    assert fsdp.optimizer == one.optimizer / 4 and fsdp.gradients == one.gradients / 4
+    assert fsdp.weights == pytest.approx(one.weights / 4 + 4 * shape.layer_parameters())
+    assert plan(shape, PlanSettings(lora=False, offload_optimizer=True)).optimizer == 0
+    assert plan(shape, PlanSettings(lora=False, kl_coef=0.0)).reference == 0
+    lora = plan(shape, PlanSettings(lora=True))
+    assert lora.reference == 0 and lora.gradients == 4 * shape.lora_parameters(16, ["q_proj", "k_proj", "v_proj", "o_proj"])
+    checkpointed = plan(shape, PlanSettings(activation_checkpointing=True))
+    assert checkpointed.activations < lora.activations / 10
+
+
+def test_a_7b_full_fine_tune_on_one_80gb_gpu_is_refused_naming_what_fits():
+    with pytest.raises(UsageError) as err:
+        check(SHAPES["Qwen/Qwen2.5-7B-Instruct"], PlanSettings(lora=False), 80 * GIB, "Qwen/Qwen2.5-7B-Instruct")
+    message = str(err.value)
+    assert "\n" not in message and "80.0 GiB" in message
+    assert "model.parallel=fsdp on 2 processes" in message and "model.lora=true" in message
+    fits = check(SHAPES["Qwen/Qwen2.5-7B-Instruct"], PlanSettings(lora=False, parallel="fsdp", processes=2),
+                 80 * GIB, "Qwen/Qwen2.5-7B-Instruct")
+    assert fits.exact < 80 * GIB
+
+
+def test_unknown_model_and_setting_are_one_line_errors(tmp_path):
+    with pytest.raises(UsageError, match="no shape known for model 'nope'"):
+        shape_of("nope")
+    with pytest.raises(UsageError, match="model.parallel 'zero3'"):
+        plan(SHAPES["smollm2-135m-instruct"], PlanSettings(parallel="zero3"))
+    (tmp_path / "config.json").write_text(json.dumps({**TINY, "model_type": "llama"}))
+    with pytest.raises(UsageError, match="unknown LoRA target"):
+        shape_of(str(tmp_path)).lora_parameters(4, ["qkv"])
