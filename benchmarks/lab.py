@@ -113,7 +113,7 @@ def main() -> None:
     from environments.pool import EnvPool
     from estimators import get_estimator
     from gagpo_cli.config import load_config
-    from gagpo_cli.evaluate import choose_split
+    from gagpo_cli.episodes import choose_split
     from gagpo_cli.threads import apply_threads
     from gagpo_cli.train.policies.bow_mlp import FeaturisedPolicy
     from gagpo_cli.train.recipe import seed_everything

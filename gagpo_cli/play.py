@@ -18,8 +18,9 @@ from rich.markup import escape
 from rich.panel import Panel
 
 from environments.pool import EnvPool
+from gagpo_cli.episodes import choose_split
 from gagpo_cli.errors import UsageError
-from gagpo_cli.evaluate import choose_split, parse_env_options
+from gagpo_cli.evaluate import parse_env_options
 
 HELP = "a number plays that action; other text is sent as the action; 'expert' shows a hint; 'quit' ends"
 

@@ -15,7 +15,8 @@ for _module in ("alfworld", "textworld", "fast_downward"):
 from environments.alfworld import ALFWorldEnvironment, catalog, generator, pddl_export  # noqa: E402
 from environments.alfworld.textworld_backend import alfworld_paths  # noqa: E402
 from environments.pool import EnvPool  # noqa: E402
-from gagpo_cli.evaluate import evaluate, evaluation_specs  # noqa: E402
+from gagpo_cli.episodes import evaluation_specs  # noqa: E402
+from gagpo_cli.evaluate import evaluate  # noqa: E402
 
 LONG_NAME = {short: long for long, short in catalog.LONG_TASK_TYPES.items()}
 GAMES_PER_TYPE = {"pick": 3, "look": 2, "clean": 1, "heat": 1, "cool": 1, "pick2": 1}

@@ -13,8 +13,9 @@ from envs.corridor import CorridorEnvironment
 from environments.base import Reset
 from environments.pool import EnvPool
 from gagpo_cli.agents import ExpertPolicy, RandomPolicy, SlotView, resolve_policy
+from gagpo_cli.episodes import run_episodes, summarize
 from gagpo_cli.errors import UsageError
-from gagpo_cli.evaluate import evaluate, parse_env_options, run_episodes, summarize
+from gagpo_cli.evaluate import evaluate, parse_env_options
 
 FIELDS = {"env", "split", "policy", "success_rate", "score", "per_type", "mean_length", "episodes", "env_steps_per_s"}
 

@@ -13,7 +13,8 @@ from environments.alfworld import ALFWorldEnvironment, catalog
 from environments.base import stratified_order
 from environments.pool import EnvPool
 from environments.webshop.environment import CATEGORIES, WebShopEnvironment
-from gagpo_cli.evaluate import derive_seed, evaluate, evaluation_specs
+from gagpo_cli.episodes import derive_seed, evaluation_specs
+from gagpo_cli.evaluate import evaluate
 
 
 def test_stratified_order_by_hand():

@@ -14,7 +14,7 @@ import torch
 from environments.base import Environment, Episode, Reset, Step
 from environments.pool import EnvPool
 from gagpo_cli.config import load_config
-from gagpo_cli.evaluate import run_episodes
+from gagpo_cli.episodes import run_episodes
 from gagpo_cli.train.acting.agent import load_agent
 from gagpo_cli.train.policies.bow_mlp import FeaturisedPolicy, load_policy
 from gagpo_cli.train.policies.scoring import ScoreInput

@@ -20,14 +20,15 @@ from support import run_cli
 from tiny_model import tiny_model, tiny_policy, tiny_tokenizer
 
 from environments.pool import EnvPool
+from gagpo_cli.episodes import EpisodeRecord, evaluation_specs, play_episodes, run_episodes
 from gagpo_cli.errors import UsageError
-from gagpo_cli.evaluate import EpisodeRecord, evaluate, evaluation_specs, play_episodes, run_episodes
+from gagpo_cli.evaluate import evaluate
 from gagpo_cli.prompting import prompting_agent
 from gagpo_cli.prompting.react import ReactAgent, audit_steps, read_answer, thought_only_action
 from gagpo_cli.prompting.reflexion import run_trials
 from gagpo_cli.train.acting.agent import ModelAgent
 from gagpo_cli.train.acting.prompts import THOUGHT_ONLY, parse_thought, render_react_prompt
-from gagpo_cli.train.policies.lm import Generation
+from gagpo_cli.train.policies.lm_generate import Generation
 
 
 class ScriptedModel:

@@ -21,7 +21,7 @@ from dataclasses import asdict
 from typing import Any
 
 from environments.pool import EnvPool, TaskSpec
-from gagpo_cli.evaluate import EpisodeRecord, play_episodes, record_of
+from gagpo_cli.episodes import EpisodeRecord, play_episodes, record_of
 from gagpo_cli.prompting.react import ReactAgent, audit_steps, numbered, react_history
 from gagpo_cli.train.acting.prompts import parse_thought, render_reflection_prompt
 

@@ -40,9 +40,10 @@ import yaml
 
 from environments.base import score_mode_env_options
 from gagpo_cli.config import LORA_SCOPES, ExperimentConfig, load_config, write_resolved_config
-from gagpo_cli.console import Heartbeat, RunProgress, announce_estimate
+from gagpo_cli.console import Heartbeat
+from gagpo_cli.episodes import choose_split
 from gagpo_cli.errors import UsageError
-from gagpo_cli.evaluate import choose_split
+from gagpo_cli.estimate import RunProgress, announce_estimate
 from gagpo_cli.models import check_model_source
 from gagpo_cli.threads import apply_threads
 from gagpo_cli.train import distributed
@@ -482,9 +483,9 @@ def write_eval_record(run_dir: Path, iteration: int, evaluation: dict[str, Any])
 
 def evaluate_policy(cfg: ExperimentConfig, policy: Any, pool: Any, split: str) -> dict[str, Any]:
     """Evaluate the policy at the evaluation temperature on ``train.eval_episodes`` episodes of
-    ``split`` (the same tasks and seeds at every evaluation of a run: ``gagpo_cli.evaluate.evaluation_specs``);
+    ``split`` (the same tasks and seeds at every evaluation of a run: ``gagpo_cli.episodes.evaluation_specs``);
     ``gagpo eval --policy <run>`` replays the last one."""
-    from gagpo_cli.evaluate import evaluation_specs, run_episodes, summarize
+    from gagpo_cli.episodes import evaluation_specs, run_episodes, summarize
     from gagpo_cli.train.acting.agent import ModelAgent
 
     began = time.perf_counter()

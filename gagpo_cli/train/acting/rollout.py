@@ -11,7 +11,7 @@ WebShop's own RL reward), minus ``invalid_penalty`` on each malformed step; the 
 enters (docs/algorithms.md#rewards-and-penalties).
 
 ``decide`` (prompt -> generate -> parse for a batch of episodes) is shared with the evaluation
-agent (``gagpo_cli.train.acting.agent``), which runs under ``gagpo_cli.evaluate``'s episode loop.
+agent (``gagpo_cli.train.acting.agent``), which runs under ``gagpo_cli.episodes``' episode loop.
 ``collect`` is the training loop over the same step; ``Rollout.step_batch`` is the one place that
 turns step rows into the estimators' ``StepBatch`` (docs/algorithms.md#step-batch).
 """
@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from gagpo_cli.agents import SlotView
-from gagpo_cli.evaluate import EpisodeRecord, record_of, summarize
+from gagpo_cli.episodes import EpisodeRecord, record_of, summarize
 from gagpo_cli.train.acting.prompts import parse_action, render_prompt
 from gagpo_cli.train.acting.score_rollout import ScoreDecision, decide_scores
 from gagpo_cli.train.records import progress_bar
@@ -165,7 +165,7 @@ class Rollout:
 
 
 def summary_metrics(summary: dict[str, Any], prefix: str) -> dict[str, float]:
-    """Flatten ``gagpo_cli.evaluate.summarize`` output into ``{prefix}/name`` metrics."""
+    """Flatten ``gagpo_cli.episodes.summarize`` output into ``{prefix}/name`` metrics."""
     out = {
         f"{prefix}/success_rate": summary["success_rate"],
         f"{prefix}/score": summary["score"],

@@ -1,29 +1,14 @@
-"""The up-front estimate, nested progress bars and the heartbeat (gagpo_cli.console)."""
+"""The up-front run-time estimate and its announcement before training (gagpo_cli.estimate)."""
 
 from __future__ import annotations
 
-import io
-import time
-
 import pytest
-import test_train_resume as base
 import torch
-from test_train_resume import _flags, _in_process
 from tiny_model import tiny_policy
+from train_runs import run_flags, train_in_process
 
-from gagpo_cli import console as progress
 from gagpo_cli.config import ExperimentConfig
-from gagpo_cli.console import (
-    Estimate,
-    Heartbeat,
-    TurnCost,
-    calibrate,
-    describe,
-    estimate_run,
-    progress_bar,
-)
-
-resume_setup = base.setup  # the tiny model + corridor harness of test_train_resume
+from gagpo_cli.estimate import Estimate, TurnCost, calibrate, cpu_experiments, describe, estimate_run
 
 
 def test_estimate_extrapolates_the_measured_turn_by_hand():
@@ -62,7 +47,7 @@ def test_long_cpu_runs_point_to_the_cpu_sized_experiments():
     assert "for a CPU try `gagpo train quickstart` or `gagpo train lab-alfworld`" in line
     assert "try" not in describe(Estimate(1, 60, 0, 0, "cpu, 2 cores"), ["quickstart"])
     assert "try" not in describe(Estimate(160, 40 * 3600, 0, 0, "cuda, H200"), ["quickstart"])
-    assert "quickstart" in progress.cpu_experiments()
+    assert "quickstart" in cpu_experiments()
 
 
 def test_calibration_measures_the_real_model_and_leaves_the_random_state_alone():
@@ -80,23 +65,9 @@ def test_calibration_measures_the_real_model_and_leaves_the_random_state_alone()
     assert grown.rows == 8
 
 
-def test_heartbeat_prints_status_and_time_left_when_not_on_a_terminal():
-    stream = io.StringIO()
-    with Heartbeat("training", lambda: 90.0, period_s=0.05, stream=stream), progress_bar("iterations", 10) as it:
-        it(3)
-        with progress_bar("rollout: turns", 15) as turn:
-            turn(4)
-            time.sleep(0.3)
-    lines = stream.getvalue().splitlines()
-    assert lines, "no heartbeat line"
-    assert "training, iterations 3/10 > rollout: turns 4/15" in lines[-1]
-    assert lines[-1].endswith("about 1m30s left")
-    assert progress.status() == ""  # closed bars leave the status
-
-
 def test_gagpo_train_prints_the_estimate_before_the_first_iteration(resume_setup, capsys):
     root, model_dir = resume_setup
-    _in_process(_flags(root, model_dir, "estimated", 1))
+    train_in_process(run_flags(root, model_dir, "estimated", 1))
     out = capsys.readouterr().out
     assert "estimate: about" in out and "(cpu, " in out
     assert out.index("estimate: about") < out.index("iter 1/1")

@@ -1,0 +1,254 @@
+"""How long a run will take: the up-front estimate, and the time left while it runs.
+
+- ``estimate_run``: before the first iteration, a short calibration (``calibrate``: a few batched
+  generations of the run's real first-turn prompt) measures the prompt pass and the decode step at
+  two batch sizes; the run's budget is extrapolated from them (``Estimate``). It is an upper
+  bound: every episode is assumed to use the whole step budget and every answer all
+  ``max_new_tokens``. ``announce_estimate`` prints it.
+- ``RunProgress``: the iteration bar and the heartbeat (``gagpo_cli.console``) of a training run,
+  with the time left: the estimate until the first iteration finished, then the measured mean.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from gagpo_cli.agents import SlotView
+from gagpo_cli.config import builtin_experiments
+from gagpo_cli.console import Heartbeat, progress_bar
+from gagpo_cli.episodes import choose_split
+from gagpo_cli.train.acting.prompts import render_prompt
+
+PROBE_TOKENS = 6  # decode steps timed per calibration batch
+DECODE_ROWS = 8  # the larger batch of the decode-step fit
+DECODE_PREFIX = 16  # prompt tokens kept for the decode-step probes
+PROBE_FAST_S = 1.0  # double the calibration batch while one probe is faster than this
+HINT_ABOVE_S = 3600.0  # suggest the CPU-sized experiments when a CPU run would take longer
+
+
+def machine(device: Any) -> str:
+    """``cpu, 2 cores`` or ``cuda, <GPU name>``."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return f"cuda, {torch.cuda.get_device_name(device)}"
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{device.type}, {cores} core{'s' if cores != 1 else ''}"
+
+
+@dataclass
+class TurnCost:
+    """What one generation turn costs here: the prompt pass, measured at ``rows`` rows of
+    ``prompt_tokens`` tokens, and each further decode step of a batch of r rows,
+    ``step_fixed_s + step_row_s * r`` (fitted on two batch sizes)."""
+
+    rows: int
+    prompt_tokens: int
+    prefill_s: float  # generate(max_new_tokens=1) of ``rows`` copies of the prompt
+    step_fixed_s: float
+    step_row_s: float
+
+    def turn_s(self, rows: int, new_tokens: int) -> float:
+        """One turn of ``rows`` rows and ``new_tokens`` tokens: the prompt pass scaled by rows (it is
+        compute-bound), plus the decode steps at that batch size."""
+        step = self.step_fixed_s + self.step_row_s * rows
+        return rows / self.rows * self.prefill_s + max(new_tokens - 1, 0) * step
+
+    def forward_s(self, tokens: int) -> float:
+        """A forward pass over ``tokens`` tokens, at the measured prompt-pass speed."""
+        return self.prefill_s / (self.rows * self.prompt_tokens) * tokens
+
+
+def _timed(engine: Any, prompts: list[list[int]], new_tokens: int) -> tuple[float, int]:
+    """(seconds, longest response) of one seeded generation."""
+    began = time.perf_counter()
+    out = engine.generate(prompts, temperature=1.0, max_new_tokens=new_tokens,
+                          generator=torch.Generator().manual_seed(0))
+    return time.perf_counter() - began, max((len(g.response_ids) for g in out), default=1)
+
+
+def _step_s(engine: Any, prompt: list[int], rows: int) -> float:
+    """Seconds per decode step of ``rows`` rows (1 + ``PROBE_TOKENS`` tokens minus the 1-token time)."""
+    first, _ = _timed(engine, [prompt] * rows, 1)
+    total, longest = _timed(engine, [prompt] * rows, 1 + PROBE_TOKENS)
+    return max(total - first, 0.0) / max(longest - 1, 1)
+
+
+def calibrate(engine: Any, prompt_ids: list[int], batch: int, *, fast_s: float = PROBE_FAST_S) -> TurnCost:
+    """Measure ``engine.generate`` here (a few seconds; see ``TurnCost``).
+
+    The prompt pass: copies of ``prompt_ids`` from 2 rows (1 if ``batch`` is 1), doubling up to
+    ``batch`` while one pass takes under ``fast_s``. The decode step: a short prefix of the prompt
+    (cheap to prefill) at 2 and ``min(batch, DECODE_ROWS)`` rows, 1 and 1 + ``PROBE_TOKENS`` tokens,
+    after one warm-up call. Sampling uses its own generator and the global random states are
+    restored, so a run's numbers do not depend on the calibration."""
+    prompt = list(prompt_ids)
+    short = prompt[:DECODE_PREFIX]
+    with torch.random.fork_rng(devices=[]):
+        _timed(engine, [short], 2)  # warm-up: first-call allocations are not the model's speed
+        rows = min(batch, 2)
+        while True:
+            prefill, _ = _timed(engine, [prompt] * rows, 1)
+            if rows >= batch or prefill >= fast_s:
+                break
+            rows = min(batch, rows * 2)
+        small, large = min(batch, 2), min(batch, DECODE_ROWS)
+        step_small = _step_s(engine, short, small)
+        step_large = _step_s(engine, short, large) if large > small else step_small
+        step_large = max(step_large, step_small)  # more rows never decode faster (timing noise aside)
+    per_row = max(step_large - step_small, 0.0) / (large - small) if large > small else 0.0
+    fixed = max(step_small - per_row * small, 0.0)
+    if large == small:  # one batch size only: all of it per row (the conservative reading)
+        fixed, per_row = 0.0, step_small / small
+    return TurnCost(rows, len(prompt), prefill, fixed, per_row)
+
+
+@dataclass
+class Estimate:
+    """The run's remaining wall time, split by phase (seconds; upper bounds)."""
+
+    iterations: int
+    rollout_s: float
+    update_s: float
+    eval_s: float
+    machine: str
+
+    @property
+    def total_s(self) -> float:
+        return self.rollout_s + self.update_s + self.eval_s
+
+    def per_iteration_s(self) -> float:
+        return self.total_s / max(self.iterations, 1)
+
+
+def estimate_run(cfg: Any, cost: TurnCost, *, start: int, train_steps: int, eval_steps: int,
+                 machine_name: str) -> Estimate:
+    """Extrapolate ``cost`` to iterations ``start + 1 .. cfg.train.iterations``.
+
+    Per iteration: ``train_steps`` turns of N x K rows and ``max_new_tokens`` tokens; the update
+    runs (2 + b x epochs) forward-pass equivalents over every row's prompt + response (old and
+    reference log-probs, then forward + backward per epoch; b = 2 with LoRA, whose frozen base needs
+    no weight gradients, 3 for full fine-tuning). Evaluations: every ``eval_every``
+    iterations and at the end, ``eval_episodes`` episodes in batches of N x K, ``eval_steps`` turns.
+    """
+    iters = max(cfg.train.iterations - start, 0)
+    rows = cfg.rollout.tasks_per_batch * cfg.rollout.group_size
+    new = cfg.rollout.max_new_tokens
+    rollout = iters * train_steps * cost.turn_s(rows, new)
+    tokens = rows * train_steps * (cost.prompt_tokens + new)
+    passes = 2 + (2 if cfg.model.lora else 3) * cfg.optim.epochs
+    update = iters * passes * cost.forward_s(tokens)
+    evals = 0
+    if cfg.train.eval_episodes:
+        every = cfg.train.eval_every
+        evals = (cfg.train.iterations // every - start // every) if every else 0
+        if iters and (not every or cfg.train.iterations % every):
+            evals += 1  # the final evaluation
+        if start == 0 and every:
+            evals += 1  # the baseline evaluation before training
+    batches = math.ceil(cfg.train.eval_episodes / rows) if cfg.train.eval_episodes else 0
+    eval_rows = min(rows, cfg.train.eval_episodes or 1)
+    evaluation = evals * batches * eval_steps * cost.turn_s(eval_rows, new)
+    return Estimate(iters, rollout, update, evaluation, machine_name)
+
+
+def first_turn_prompt(engine: Any, pool: Any, split: str, history: int) -> list[int]:
+    """The token ids of the first turn's prompt of task 0 of ``split`` (the environment is reset once)."""
+    view = SlotView.start(0, pool.reset([(split, 0, 0)])[0])
+    text = render_prompt(pool.environment_info.name, goal=view.goal, observation=view.observation,
+                         admissible_actions=view.admissible_actions, history=[], step_count=0)
+    return engine.chat_prompt(text)
+
+
+def _hours(seconds: float) -> str:
+    if seconds >= 100 * 3600:
+        return f"{seconds / 3600:.0f} h"
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{max(seconds, 1):.0f} s"
+
+
+def describe(est: Estimate, cpu_experiments: list[str]) -> str:
+    """The one-line estimate printed before a run: total, phases, and for a long CPU run a hint."""
+    line = (f"estimate: about {_hours(est.total_s)} on this machine ({est.machine}) for {est.iterations} "
+            f"iteration(s): rollouts {_hours(est.rollout_s)}, updates {_hours(est.update_s)}, "
+            f"evaluations {_hours(est.eval_s)} (an upper bound: every episode using all its steps, every "
+            "answer all its tokens)")
+    if est.machine.startswith("cpu") and est.total_s > HINT_ABOVE_S:
+        names = " or ".join(f"`gagpo train {n}`" for n in cpu_experiments) or "`gagpo train quickstart`"
+        line += f"; for a CPU try {names} (gagpo list experiments)"
+    return line
+
+
+def cpu_experiments() -> list[str]:
+    """The built-in experiments sized for a CPU: quickstart and the lab-* ones, when shipped."""
+    names = builtin_experiments()
+    return [n for n in ("quickstart", *sorted(n for n in names if n.startswith("lab-"))) if n in names]
+
+
+def announce_estimate(cfg: Any, engine: Any, pool: Any, *, start: int, device: Any,
+                      say: Callable[[str], None] = print) -> Estimate | None:
+    """Calibrate on the run's own model and first prompt, print ``describe``'s line, return the
+    estimate; None (and a line saying so) when the engine cannot generate (score mode) or the run
+    has nothing left to do."""
+    if start >= cfg.train.iterations:
+        return None
+    if not hasattr(engine, "generate") or not hasattr(engine, "chat_prompt"):
+        say("estimate: given after the first iteration (this action mode is not calibrated up front)")
+        return None
+    info = pool.environment_info
+    split = choose_split(info, cfg.env.train_split, "env.train_split")
+    prompt = first_turn_prompt(engine, pool, split, cfg.env.history)
+    rows = cfg.rollout.tasks_per_batch * cfg.rollout.group_size
+    cost = calibrate(engine, prompt, rows)
+    est = estimate_run(cfg, cost, start=start, train_steps=cfg.env.max_steps or info.max_steps,
+                       eval_steps=info.max_steps, machine_name=machine(device))
+    say(describe(est, cpu_experiments()))
+    return est
+
+
+class RunProgress:
+    """The bar over a run's iterations (terminal) and the heartbeat (otherwise), with the time left:
+    the up-front estimate until an iteration finished, then the measured mean iteration time."""
+
+    def __init__(self, total: int, start: int, estimate: Estimate | None = None) -> None:
+        self.total, self.start, self.done = total, start, start
+        self.estimate = estimate
+        self._began = time.monotonic()
+        self._stack = contextlib.ExitStack()
+        self._advance: Callable[[int], None] = lambda n=1: None
+
+    def left_s(self) -> float | None:
+        """Seconds left: measured once an iteration finished, else the estimate (None if neither)."""
+        finished = self.done - self.start
+        if finished > 0:
+            return (time.monotonic() - self._began) / finished * (self.total - self.done)
+        return self.estimate.total_s if self.estimate is not None else None
+
+    def __enter__(self) -> RunProgress:
+        self._advance = self._stack.enter_context(progress_bar("iterations", self.total))
+        self._advance(self.start)
+        self._stack.enter_context(Heartbeat("training", self.left_s))
+        return self
+
+    def finished(self, iteration: int) -> None:
+        """Iteration ``iteration`` is recorded."""
+        self._advance(iteration - self.done)
+        first = self.done == self.start
+        self.done = iteration
+        if first and self.total > iteration:
+            took = time.monotonic() - self._began
+            print(f"measured: {_hours(took)} for the first iteration here; about {_hours(self.left_s() or 0)} "
+                  f"left for the other {self.total - iteration}", flush=True)
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
