@@ -134,7 +134,7 @@ class StepBatch:
     terminated: np.ndarray
     state_keys: np.ndarray
     values: np.ndarray | None = None
-    penalties: np.ndarray | None = None
+    penalties: np.ndarray = None  # type: ignore[assignment]  # omitted: 0 on every row (__post_init__)
     response_lengths: np.ndarray | None = None
     entropies: np.ndarray | None = None
     iteration: int | None = None

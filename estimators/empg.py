@@ -59,6 +59,7 @@ class EMPG(Estimator):
     def evaluate(self, batch: StepBatch) -> EstimatorOutput:
         layout = batch.layout
         k, k_future, zeta = self.options["k"], self.options["k_future"], self.options["zeta"]
+        assert batch.entropies is not None  # a required column (Estimator.requires), checked before evaluate
         entropy = layout.to_slots(batch.entropies)
         if entropy.size == 0:
             return EstimatorOutput(advantages=np.zeros(0))

@@ -81,11 +81,13 @@ class PlanPO(Estimator):
         opts["norm_std"] = check.flag(self.name, "norm_std", opts["norm_std"])
         opts["turn_group"] = check.choice(self.name, "turn_group", opts["turn_group"], TURN_GROUPS)
         if opts["decay_steps"] is not None:  # the run's length is not needed
-            self.requires = ("response_lengths", "iteration")
+            self.requires = ("response_lengths", "iteration")  # type: ignore[misc]  # this instance needs less
 
     def alpha(self, iteration: int, total_iterations: int | None) -> float:
         """Eq. 8: the weight of A^S at training iteration ``iteration`` (linear decay, then constant)."""
         steps = self.options["decay_steps"] or total_iterations
+        if steps is None:
+            raise ValueError(f"{self.name}: alpha needs total_iterations when decay_steps is not set")
         start, end = self.options["alpha_init"], self.options["alpha_final"]
         return start + (end - start) * min(iteration / steps, 1.0)
 
@@ -104,6 +106,7 @@ class PlanPO(Estimator):
                                    layout.traj_group, episode_reward, layout.n_groups, eps)
 
         # Eq. 5: turn-level reward from the response length L_{i,t} (0 tokens counts as 1)
+        assert batch.response_lengths is not None  # a required column (Estimator.requires)
         lengths = np.maximum(layout.to_slots(batch.response_lengths), 1)
         turn_reward = np.where(succeeded, score, 0.0)[layout.traj] / lengths - own_penalty
         # Eq. 4, 6: normalised inside the turn group G^S_{x,t}
@@ -117,6 +120,7 @@ class PlanPO(Estimator):
         else:
             turn = segment_standardize(codes, turn_reward, count, eps)
 
+        assert batch.iteration is not None  # a required column (Estimator.requires), checked before evaluate
         alpha = self.alpha(batch.iteration, batch.total_iterations)
         adv = episode + alpha * turn  # Eq. 7
         success_share = float(succeeded.mean()) if succeeded.size else 0.0

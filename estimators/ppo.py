@@ -45,6 +45,7 @@ class PPO(Estimator):
         gamma, lam = self.options["gamma"], self.options["lam"]
         verl = self.options["penalty"] == "verl"
         r = layout.to_slots(batch.rewards if verl else batch.net_rewards)
+        assert batch.values is not None  # needs_critic: checked before evaluate
         v = layout.to_slots(batch.values)
         delta = r + gamma * layout.next_in_trajectory(v) - v  # TD residual over the critic
         adv = layout.reverse_scan(delta, gamma * lam)  # GAE recursion, backwards in each trajectory

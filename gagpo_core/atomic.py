@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 
-def atomic_write(path: str | os.PathLike, write: Callable[[Path], None], mode: int = 0o644) -> Path:
+def atomic_write(path: str | os.PathLike, write: Callable[[Path], object], mode: int = 0o644) -> Path:
     """Call ``write(tmp_path)`` on a temporary file beside ``path``, fsync it, give it ``mode``, then
     rename it over ``path``."""
     path = Path(path)
