@@ -1,0 +1,295 @@
+"""Sharded training with PyTorch's FSDP2 (``torch.distributed.fsdp.fully_shard``): every rank holds 1/N
+of the parameters, gradients and optimizer state, and gathers one decoder layer at a time.
+
+Contract (on top of ``distributed.py``'s: each rank's loss share is divided by the WHOLE batch's counts):
+
+1. ``shard_model`` makes each decoder layer one FSDP unit and the causal LM itself the root unit
+   (embeddings, final norm, output projection). Gradients are reduce-scattered as a SUM over ranks
+   (divide factor 1, sum-only collectives), so the summed shares give the one-process gradient;
+   ``torch.nn.utils.clip_grad_norm_`` and ``torch.optim.AdamW`` then run on the shards (DTensors)
+   and compute exactly what one process computes on the whole tensors.
+2. Precision: with ``mixed_precision`` the decoder layers are gathered in bf16 and their gradients
+   reduced in float32; the root unit is gathered in its stored dtype (float32 master weights when
+   fully trained), so the output projection that yields training log-probs stays float32 as in
+   ``policies/lm.py``. A unit whose parameters have different stored dtypes (a bf16 LoRA base with
+   float32 adapters) is gathered in float32 when ``mixed_precision`` is off.
+3. Lock-step: every collective is called by every rank the same number of times in the same order. A
+   sharded model's forward gathers each unit (a collective) and its backward reduce-scatters each
+   unit's gradients, so EVERY RANK RUNS THE SAME NUMBER OF FORWARDS (and backwards): micro-batch
+   counts are agreed with ``agreed_count`` and a rank with fewer runs ``idle_pass`` for the rest
+   (zero gradient, same collectives); generation steps while ``any_busy`` says some rank still
+   generates, an idle rank running ``idle_pass(model, backward=False)`` (the ``synced_gpus`` pattern
+   of transformers' ``generate``).
+4. Code that calls a sub-module (``model.get_decoder()``) or reads a root weight
+   (``get_output_embeddings().weight``) instead of calling the model must run inside ``root_call``:
+   the root unit's parameters are gathered around it and its gradients reduced in backward.
+5. Weights: ``full_state_dict`` gathers the full tensors (for the rollout engine and for export);
+   ``save_sharded`` / ``load_sharded`` write and read model + optimizer state with
+   ``torch.distributed.checkpoint`` (one file per rank plus metadata, in one folder that every rank
+   can reach: a shared filesystem, e.g. one host). A checkpoint saved on N ranks loads on any other
+   number of ranks, one process included (the metadata records each shard's place in the full tensor).
+
+One process (``Dist()``, world size 1) is the plain path: ``shard_model`` returns the model untouched and
+every helper here acts locally.
+"""
+
+from __future__ import annotations
+
+import shutil
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from gagpo_cli.train.distributed import Dist, barrier
+
+T = TypeVar("T")
+
+ROOT_CALL = "gagpo_root_call"
+"""The name of the method ``shard_model`` adds to the root unit for ``root_call``."""
+
+
+# ---------------------------------------------------------------------------- sharding
+
+
+def decoder_layers(model: nn.Module) -> nn.ModuleList:
+    """The decoder layers of a transformers causal LM (LoRA-injected or not): ``get_decoder().layers``."""
+    get_decoder = getattr(model, "get_decoder", None)
+    layers = getattr(get_decoder(), "layers", None) if callable(get_decoder) else None
+    if not isinstance(layers, nn.ModuleList) or len(layers) == 0:
+        raise ValueError(f"cannot shard {type(model).__name__}: it has no get_decoder().layers list")
+    return layers
+
+
+def causal_lm(model: nn.Module) -> nn.Module:
+    """The transformers model inside a peft wrapper (``get_base_model``), else ``model`` itself: the
+    module that becomes the root unit."""
+    get_base = getattr(model, "get_base_model", None)
+    return get_base() if callable(get_base) else model
+
+
+def _gather_dtype(module: nn.Module, mixed_precision: bool, recurse: bool = True) -> torch.dtype | None:
+    """The dtype a unit's parameters are gathered in: bf16 under mixed precision, their stored dtype
+    when they share one (None), float32 when they differ (exact for every stored dtype)."""
+    if mixed_precision:
+        return torch.bfloat16
+    dtypes = {p.dtype for p in module.parameters(recurse=recurse)}
+    return None if len(dtypes) <= 1 else torch.float32
+
+
+def shard_model(model: nn.Module, ctx: Dist, *, mixed_precision: bool = False,
+                activation_checkpointing: bool = False, offload_optimizer: bool = False) -> nn.Module:
+    """Shard ``model`` (a transformers causal LM, or a peft model around one) over the ranks of ``ctx``,
+    in place, and return it: each decoder layer becomes one FSDP unit, then the causal LM the root unit.
+
+    ``mixed_precision``: decoder layers gathered in bf16, gradients reduced in float32 (for a GPU
+    policy under bf16 autocast); the root unit keeps its stored dtype. ``activation_checkpointing``:
+    each decoder layer's activations are recomputed in backward (transformers' non-reentrant
+    gradient checkpointing, active in train mode). ``offload_optimizer``: the parameter and gradient
+    shards, and so the optimizer state and step, live in CPU memory (FSDP2's ``CPUOffloadPolicy``);
+    needs a GPU policy. Parameters must be on the policy's device, frozen ones included (LoRA
+    bases). With one process (``ctx.enabled`` false) the model is returned unchanged, apart from
+    activation checkpointing.
+    """
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import (
+        CPUOffloadPolicy,
+        FSDPModule,
+        MixedPrecisionPolicy,
+        OffloadPolicy,
+        fully_shard,
+        register_fsdp_forward_method,
+    )
+
+    lm = causal_lm(model)
+    layers = decoder_layers(lm)
+    if activation_checkpointing:
+        non_reentrant = {"use_reentrant": False}
+        if hasattr(lm, "activation_checkpointing_enable"):  # transformers >= 5 (the older name is deprecated)
+            lm.activation_checkpointing_enable(activation_checkpointing_kwargs=non_reentrant)
+        else:
+            lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs=non_reentrant)
+    if not ctx.enabled:
+        return model
+    device = next(lm.parameters()).device
+    if offload_optimizer and device.type != "cuda":
+        raise ValueError("model.offload_optimizer moves optimizer state from a GPU to the CPU: "
+                         f"this policy is on {device.type}")
+    mesh = init_device_mesh(device.type, (ctx.world_size,))
+    offload = CPUOffloadPolicy() if offload_optimizer else OffloadPolicy()
+
+    def policy(dtype: torch.dtype | None) -> MixedPrecisionPolicy:
+        return MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)
+
+    for layer in layers:
+        fully_shard(layer, mesh=mesh, mp_policy=policy(_gather_dtype(layer, mixed_precision)),
+                    offload_policy=offload)
+    root_params = {id(p) for p in lm.parameters()} - {id(p) for p in layers.parameters()}
+    root_dtypes = {p.dtype for p in lm.parameters() if id(p) in root_params}
+    fully_shard(lm, mesh=mesh, mp_policy=policy(None if len(root_dtypes) <= 1 else torch.float32),
+                offload_policy=offload)
+    for module in lm.modules():
+        if isinstance(module, FSDPModule):
+            # The trainer divides each rank's share by the whole batch's counts: sum, never average.
+            module.set_gradient_divide_factor(1.0)
+            module.set_force_sum_reduction_for_comms(True)
+    setattr(lm, ROOT_CALL, types.MethodType(_call, lm))
+    register_fsdp_forward_method(lm, ROOT_CALL)
+    return model
+
+
+def _call(self: nn.Module, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    return fn(*args, **kwargs)
+
+
+def is_sharded(model: nn.Module) -> bool:
+    """True when ``shard_model`` sharded ``model`` (or the causal LM inside it)."""
+    from torch.distributed.fsdp import FSDPModule
+
+    return isinstance(causal_lm(model), FSDPModule)
+
+
+def root_call(model: nn.Module, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)`` with the root unit of ``model`` gathered, as in the model's own forward:
+    for code that calls ``get_decoder()`` or reads the output projection's weight directly. ``fn``
+    must return tensors (or tuples / lists / dicts of tensors): backward through them reduces the
+    root unit's gradients. Unsharded models: just the call."""
+    lm = causal_lm(model)
+    if not is_sharded(lm):
+        return fn(*args, **kwargs)
+    return getattr(lm, ROOT_CALL)(fn, *args, **kwargs)
+
+
+# ---------------------------------------------------------------------------- lock-step
+
+
+def agreed_count(local_count: int, ctx: Dist) -> int:
+    """The largest ``local_count`` over ranks: how many micro-batches (forwards) every rank runs."""
+    if not ctx.enabled:
+        return int(local_count)
+    t = torch.tensor([int(local_count)], dtype=torch.int64, device=_collective_device())
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return int(t.item())
+
+
+def any_busy(busy: bool, ctx: Dist) -> bool:
+    """True on every rank while ``busy`` is true on any rank: the condition of a lock-step loop (one
+    collective per call; every rank calls it once per step)."""
+    return agreed_count(int(busy), ctx) > 0
+
+
+def _collective_device() -> torch.device:
+    return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+
+
+def idle_pass(model: nn.Module, *, backward: bool) -> None:
+    """A forward of the model on one token, result discarded, and with ``backward`` a backward of zero
+    times its output: the collectives of one micro-batch with a zero gradient contribution, for a
+    rank that has no work left while the others still have (run it under the same train/eval mode
+    and autocast as the real passes)."""
+    lm = causal_lm(model)
+    device = next(lm.parameters()).device
+    if backward:
+        device = _compute_device(lm, device)
+    token = torch.zeros((1, 1), dtype=torch.long, device=device)
+    with torch.set_grad_enabled(backward):
+        logits = lm(input_ids=token, use_cache=False).logits
+        if backward:
+            (logits.float().sum() * 0.0).backward()
+
+
+def _compute_device(lm: nn.Module, stored: torch.device) -> torch.device:
+    """Where the forward runs: the GPU even when offloaded shards are stored on the CPU."""
+    from torch.distributed.tensor import DTensor
+
+    weight = next(lm.parameters())
+    if isinstance(weight, DTensor):
+        return torch.device(weight.device_mesh.device_type, torch.cuda.current_device()) \
+            if weight.device_mesh.device_type == "cuda" else torch.device("cpu")
+    return stored
+
+
+def clip_grad_norm(params: list[nn.Parameter], max_norm: float) -> float:
+    """``torch.nn.utils.clip_grad_norm_`` on (sharded or whole) parameters; returns the total norm of
+    the gradients before clipping as a float, the same on every rank (a sharded norm is reduced)."""
+    from torch.distributed.tensor import DTensor
+
+    norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+    return float(norm.full_tensor() if isinstance(norm, DTensor) else norm)
+
+
+# ---------------------------------------------------------------------------- weights
+
+
+def full_state_dict(model: nn.Module, ctx: Dist, *, every_rank: bool = False,
+                    keys: Callable[[str], bool] | None = None) -> dict[str, torch.Tensor]:
+    """The full (gathered) weights of ``model``'s state dict on the CPU, keyed as the unsharded model's
+    ``state_dict``; on rank 0 only (other ranks get ``{}``) unless ``every_rank``. ``keys`` selects
+    entries (e.g. LoRA adapters only). Every rank must call it (one gather per sharded tensor)."""
+    from torch.distributed.tensor import DTensor
+
+    out: dict[str, torch.Tensor] = {}
+    keep = ctx.is_main or every_rank
+    for name, value in model.state_dict().items():
+        if keys is not None and not keys(name):
+            continue
+        if isinstance(value, DTensor):
+            value = value.full_tensor()
+        if keep:
+            out[name] = value.detach().to("cpu", copy=True)
+    return out
+
+
+def save_sharded(directory: Path, model: nn.Module, optimizer: torch.optim.Optimizer | None,
+                 ctx: Dist) -> Path:
+    """Write ``model``'s and ``optimizer``'s state, each rank its shards, into ``directory`` with
+    ``torch.distributed.checkpoint``, atomically: into the hidden ``.tmp-<name>`` beside it, renamed
+    into place by rank 0 once every rank has written (a folder named ``directory`` is always
+    complete). Every rank calls it with the same ``directory``, reachable by all."""
+    import torch.distributed.checkpoint as dcp
+
+    directory = Path(directory)
+    tmp = directory.with_name(f".tmp-{directory.name}")
+    if ctx.is_main:
+        shutil.rmtree(tmp, ignore_errors=True)  # a save killed half-way
+        tmp.mkdir(parents=True)
+    barrier(ctx)
+    dcp.save(_state_dicts(model, optimizer), checkpoint_id=str(tmp))
+    barrier(ctx)
+    if ctx.is_main:
+        if directory.exists():  # a resumed run saving the same iteration again
+            shutil.rmtree(directory)
+        tmp.rename(directory)
+    barrier(ctx)
+    return directory
+
+
+def load_sharded(directory: Path, model: nn.Module, optimizer: torch.optim.Optimizer | None) -> None:
+    """Load what ``save_sharded`` wrote into ``model`` and ``optimizer`` (sharded like the saving job
+    or not, on any number of ranks, one process included). Every rank calls it. A folder without the
+    checkpoint's metadata is a ``FileNotFoundError`` naming it."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_optimizer_state_dict
+
+    directory = Path(directory)
+    if not (directory / ".metadata").is_file():
+        raise FileNotFoundError(f"no sharded checkpoint at {directory} (its .metadata file is missing)")
+    state = _state_dicts(model, optimizer)
+    dcp.load(state, checkpoint_id=str(directory))  # in place, into the tensors of ``state``
+    set_model_state_dict(model, state["model"])
+    if optimizer is not None:
+        set_optimizer_state_dict(model, optimizer, state["optimizer"])
+
+
+def _state_dicts(model: nn.Module, optimizer: torch.optim.Optimizer | None) -> dict[str, Any]:
+    """The model's (and optimizer's) state keyed by parameter name, sharded tensors as DTensors."""
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
+
+    state = {"model": get_model_state_dict(model)}
+    if optimizer is not None:
+        state["optimizer"] = get_optimizer_state_dict(model, optimizer)
+    return state

@@ -1,0 +1,253 @@
+"""FSDP2 sharding (gagpo_cli/train/sharding.py) on 2 gloo processes equals one process: the summed-loss
+update (AdamW, gradient clipping) of full fine-tuning and LoRA, with unequal micro-batch counts padded
+by idle passes; a sharded checkpoint resumes the next step exactly, on 2 ranks and on 1 process; the
+gathered weights equal the one-process weights; lock-step greedy generation with unequal lengths."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn.functional as F
+
+from gagpo_cli.train import sharding
+from gagpo_cli.train.distributed import Dist
+
+pytest.importorskip("transformers")
+
+VOCAB = 64
+ROWS = [(3 + i % 3, 2 + i % 4) for i in range(6)]  # (prompt length, response length) of each row
+RANK_MICRO_BATCHES = [[[0, 1], [2], [3]], [[4, 5]]]  # rank 0 runs 3 micro-batches, rank 1 one
+LR, MAX_NORM, STEPS = 0.01, 0.02, 2
+
+
+def _model(lora: bool):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    model = LlamaForCausalLM(config)
+    if lora:
+        from peft import LoraConfig, get_peft_model
+
+        for p in model.parameters():
+            p.requires_grad_(False)
+        model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
+                                                 lora_dropout=0.0, task_type="CAUSAL_LM"))
+    return model.train()
+
+
+def _batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Token rows (prompt + response, right-padded), response masks and per-row weights (advantages)."""
+    gen = torch.Generator().manual_seed(1)
+    width = max(p + r for p, r in ROWS)
+    ids = torch.randint(1, VOCAB, (len(ROWS), width), generator=gen)
+    response = torch.zeros(len(ROWS), width)
+    for i, (p, r) in enumerate(ROWS):
+        response[i, p:p + r] = 1.0
+    weights = torch.randn(len(ROWS), generator=gen)
+    return ids, response, weights
+
+
+def _loss_share(model, rows: list[int], total_tokens: float) -> torch.Tensor:
+    """The policy's pattern: the decoder and the float32 output projection called directly (inside
+    ``root_call``), a weighted log-prob sum over these rows divided by the WHOLE batch's token count."""
+    ids, response, weights = _batch()
+    ids, response, weights = ids[rows], response[rows], weights[rows]
+    lm = sharding.causal_lm(model)
+
+    def logits_of(input_ids):
+        hidden = lm.get_decoder()(input_ids=input_ids, use_cache=False).last_hidden_state
+        return F.linear(hidden[:, :-1].float(), lm.get_output_embeddings().weight.float())
+
+    logits = sharding.root_call(model, logits_of, ids)
+    logprobs = F.log_softmax(logits, -1).gather(-1, ids[:, 1:, None]).squeeze(-1)
+    return -(logprobs * response[:, 1:] * weights[:, None]).sum() / total_tokens
+
+
+def _step(model, optimizer, micro_batches: list[list[int]], ctx: Dist) -> float:
+    """One update: every rank runs the agreed number of micro-batches (idle passes for the missing
+    ones), then clipping and AdamW on the (sharded) trainable parameters; returns the gradient norm
+    before clipping."""
+    total_tokens = float(_batch()[1][:, 1:].sum())
+    optimizer.zero_grad()
+    for i in range(sharding.agreed_count(len(micro_batches), ctx)):
+        if i < len(micro_batches):
+            _loss_share(model, micro_batches[i], total_tokens).backward()
+        else:
+            sharding.idle_pass(model, backward=True)
+    norm = sharding.clip_grad_norm([p for p in model.parameters() if p.requires_grad], MAX_NORM)
+    optimizer.step()
+    return norm
+
+
+def _grads(model) -> dict[str, torch.Tensor]:
+    """The full (clipped) gradients of the trainable parameters, by name."""
+    return {name: (p.grad.full_tensor() if hasattr(p.grad, "full_tensor") else p.grad).clone()
+            for name, p in model.named_parameters() if p.requires_grad}
+
+
+def _optimizer(model) -> torch.optim.Optimizer:
+    return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=LR, weight_decay=0.1)
+
+
+def _one_process(lora: bool, steps: int) -> dict[str, list]:
+    """The reference: one process, the whole batch in one micro-batch: the gradient norm, the clipped
+    gradients and the weights after each step."""
+    model = _model(lora)
+    optimizer = _optimizer(model)
+    out: dict[str, list] = {"norms": [], "grads": [], "weights": []}
+    for _ in range(steps):
+        out["norms"].append(_step(model, optimizer, [list(range(len(ROWS)))], Dist()))
+        out["grads"].append(_grads(model))
+        out["weights"].append({k: v.detach().clone() for k, v in model.state_dict().items()})
+    return out
+
+
+def _greedy(model, prompt: list[int], new_tokens: int, ctx: Dist, steps: int) -> list[int]:
+    """Greedy decoding of ``new_tokens`` tokens, in lock-step: ``steps`` is how long this rank keeps
+    forwarding (its own tokens, then idle passes while another rank still generates)."""
+    ids = torch.tensor([prompt])
+    step = 0
+    with torch.no_grad():
+        while sharding.any_busy(step < new_tokens, ctx):
+            if step < new_tokens:
+                logits = model(input_ids=ids, use_cache=False).logits
+                ids = torch.cat([ids, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+            else:
+                sharding.idle_pass(model, backward=False)
+            step += 1
+    steps.append(step)
+    return ids[0, len(prompt):].tolist()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _worker(rank: int, port: int, out: str) -> None:
+    torch.set_num_threads(1)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    ctx = Dist(rank=rank, world_size=2)
+    result: dict[str, object] = {}
+    for case, lora, checkpointing in (("full", False, False), ("lora", True, True)):
+        model = sharding.shard_model(_model(lora), ctx, activation_checkpointing=checkpointing)
+        optimizer = _optimizer(model)
+        run: dict[str, list] = {"norms": [], "grads": [], "weights": []}
+        for step in range(STEPS):
+            run["norms"].append(_step(model, optimizer, RANK_MICRO_BATCHES[rank], ctx))
+            run["grads"].append(_grads(model))
+            run["weights"].append(sharding.full_state_dict(model, ctx))
+            if step == 0:
+                sharding.save_sharded(Path(out) / f"ckpt-{case}", model, optimizer, ctx)
+        result[case] = run
+        # Resume: a fresh sharded model and optimizer loaded from the step-1 checkpoint take step 2.
+        fresh = sharding.shard_model(_model(lora), ctx, activation_checkpointing=checkpointing)
+        fresh_optimizer = _optimizer(fresh)
+        sharding.load_sharded(Path(out) / f"ckpt-{case}", fresh, fresh_optimizer)
+        _step(fresh, fresh_optimizer, RANK_MICRO_BATCHES[rank], ctx)
+        result[f"{case}-resumed"] = sharding.full_state_dict(fresh, ctx, every_rank=True)
+        adapters = sharding.full_state_dict(fresh, ctx, keys=lambda k: "lora_" in k)
+        result[f"{case}-adapter-keys"] = sorted(adapters)
+    model = sharding.shard_model(_model(False), ctx)
+    model.eval()
+    steps: list[int] = []
+    result["greedy"] = _greedy(model, [5, 9, 2], 3 + 2 * rank, ctx, steps)
+    result["greedy-steps"] = steps
+    dist.destroy_process_group()
+    torch.save(result, f"{out}/rank{rank}.pt")
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory) -> tuple[Path, list[dict]]:
+    """Every case run by 2 gloo processes (one spawn for all, to pay the start-up once)."""
+    out = tmp_path_factory.mktemp("sharding")
+    mp.spawn(_worker, args=(_free_port(), str(out)), nprocs=2, join=True)
+    return out, [torch.load(out / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
+
+
+def _assert_weights_equal(got: dict, want: dict, exact: bool = False, atol: float = 1e-6) -> None:
+    assert sorted(got) == sorted(want)
+    for key, value in want.items():
+        if exact:
+            assert torch.equal(got[key], value), key
+        else:
+            torch.testing.assert_close(got[key], value, rtol=1e-5, atol=atol, msg=key)
+
+
+# AdamW divides each gradient element by its own running scale, so an element whose gradient is at
+# float-rounding size moves by up to a learning rate on summation-order noise: the weights agree to a
+# thousandth of a step, the gradients (and their norm, which a mean instead of a sum would halve) to
+# float precision.
+ADAM_ATOL = LR * 1e-3
+
+
+@pytest.mark.parametrize("case", ["full", "lora"])
+def test_sharded_update_equals_the_one_process_update(two_ranks, case):
+    _, (rank0, rank1) = two_ranks
+    want = _one_process(case == "lora", STEPS)
+    assert rank1[case]["weights"] == [{}, {}]  # full weights are gathered on rank 0 only by default
+    for rank in (rank0, rank1):
+        torch.testing.assert_close(rank[case]["norms"], want["norms"], rtol=1e-5, atol=0)
+        for got, expected in zip(rank[case]["grads"], want["grads"], strict=True):
+            _assert_weights_equal(got, expected, atol=1e-8)
+    assert min(want["norms"]) > MAX_NORM  # clipping was active
+    for got, expected in zip(rank0[case]["weights"], want["weights"], strict=True):
+        _assert_weights_equal(got, expected, atol=ADAM_ATOL)
+    start = _model(case == "lora").state_dict()
+    moved = [k for k in start if not torch.equal(start[k], want["weights"][-1][k])]
+    assert moved and (case == "full" or all("lora_" in k for k in moved))  # the update did something
+
+
+def test_lora_adapters_are_selected_by_key(two_ranks):
+    _, (rank0, rank1) = two_ranks
+    keys = rank0["lora-adapter-keys"]
+    assert keys and all("lora_" in k for k in keys) and rank1["lora-adapter-keys"] == []
+    assert rank0["full-adapter-keys"] == []
+
+
+@pytest.mark.parametrize("case", ["full", "lora"])
+def test_sharded_checkpoint_resumes_the_next_step_exactly(two_ranks, case):
+    out, (rank0, rank1) = two_ranks
+    _assert_weights_equal(rank0[f"{case}-resumed"], rank0[case]["weights"][1], exact=True)
+    _assert_weights_equal(rank1[f"{case}-resumed"], rank0[case]["weights"][1], exact=True)
+    assert not any(p.name.startswith(".tmp-") for p in out.iterdir())  # renamed into place
+
+
+@pytest.mark.parametrize("case", ["full", "lora"])
+def test_a_two_rank_checkpoint_loads_in_one_process(two_ranks, case):
+    out, (rank0, _) = two_ranks
+    model = _model(case == "lora")
+    optimizer = _optimizer(model)
+    sharding.load_sharded(out / f"ckpt-{case}", model, optimizer)
+    _assert_weights_equal(model.state_dict(), rank0[case]["weights"][0], exact=True)
+    _step(model, optimizer, [list(range(len(ROWS)))], Dist())
+    _assert_weights_equal(model.state_dict(), rank0[case]["weights"][1], atol=ADAM_ATOL)
+
+
+def test_generation_runs_in_lock_step_until_every_rank_is_done(two_ranks):
+    _, (rank0, rank1) = two_ranks
+    model = _model(False).eval()
+    steps: list[int] = []
+    want = _greedy(model, [5, 9, 2], 5, Dist(), steps)
+    assert rank0["greedy"] == want[:3] and rank1["greedy"] == want
+    assert rank0["greedy-steps"] == rank1["greedy-steps"] == [5]  # rank 0 idled for 2 steps
+
+
+def test_missing_checkpoint_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no sharded checkpoint at"):
+        sharding.load_sharded(tmp_path / "nothing", _model(False), None)
+
+
+def test_offload_needs_a_gpu_policy():
+    with pytest.raises(ValueError, match="offload_optimizer"):
+        sharding.shard_model(_model(False), Dist(rank=0, world_size=2), offload_optimizer=True)
