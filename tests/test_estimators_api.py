@@ -4,23 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from estimator_cases import LOSS_SETTINGS
 
 from estimators import Estimator, EstimatorOutput, StepBatch, available_estimators, get_estimator
 from estimators.grouping import factorize, factorize_within
-
-LOSS_SETTINGS = {  # name -> (ratio_mode, loss_agg, needs_critic)
-    "gagpo": ("sequence", "seq-mean-token-mean", False),
-    "gagpo-lambda0": ("sequence", "seq-mean-token-mean", False),
-    "gagpo-mc": ("sequence", "seq-mean-token-mean", False),
-    "gagpo-token-ratio": ("token", "token-mean", False),
-    "gagpo-broadcast": ("sequence", "seq-mean-token-mean", False),
-    "gagpo-batch-norm": ("sequence", "seq-mean-token-mean", False),
-    "gagpo-no-norm": ("sequence", "seq-mean-token-mean", False),
-    "gigpo": ("token", "token-mean", False),
-    "grpo": ("token", "token-mean", False),
-    "rloo": ("token", "token-mean", False),
-    "ppo": ("token", "token-mean", True),
-}
 
 
 def columns(**overrides):

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_estimators_api import LOSS_SETTINGS
+from estimator_cases import LOSS_SETTINGS
 
 from estimators import get_estimator
 

@@ -10,7 +10,7 @@ success, 0 on failure (t3, cut by the step budget, is a failure).
 from __future__ import annotations
 
 import pytest
-from test_estimators_graft import MIXED, assert_invariant, by_step, normalised, rows_of, to_batch
+from graph_cases import MIXED, assert_invariant, by_step, normalised, rows_of, to_batch
 
 from estimators import get_estimator
 

@@ -4,10 +4,10 @@ batches (several rollout groups, revisited states and cycles, penalties, rows in
 from __future__ import annotations
 
 import numpy as np
+from estimator_cases import batch_of, pgpo_rows
 from estimator_loops import ref_g2po, ref_graft, ref_graphgpo
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_estimators_pgpo import batch_of, pgpo_rows
 
 from estimators import get_estimator
 

@@ -8,7 +8,7 @@ Group 1: d(y) = 1, d(x) = 2.
 from __future__ import annotations
 
 import pytest
-from test_estimators_graft import MIXED, assert_invariant, by_step, normalised, rows_of, to_batch
+from graph_cases import MIXED, assert_invariant, by_step, normalised, rows_of, to_batch
 
 from estimators import get_estimator
 

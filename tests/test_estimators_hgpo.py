@@ -7,10 +7,10 @@ import math
 
 import numpy as np
 import pytest
+from estimator_cases import assert_row_order_and_relabelling_invariant, batch_of, trajectory
 from estimator_loops import ref_hgpo
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_estimators_pgpo import assert_row_order_and_relabelling_invariant, batch_of, trajectory
 
 from estimators import get_estimator
 

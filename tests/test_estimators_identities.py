@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from estimator_reference import ref_returns, ref_td_residual, ref_value_proxy, step_rows, to_batch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_estimators_reference import ref_returns, ref_td_residual, ref_value_proxy, step_rows, to_batch
 
 from estimators import StepBatch, available_estimators, get_estimator
 

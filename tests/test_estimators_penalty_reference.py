@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections import defaultdict
 
 import numpy as np
+from estimator_reference import mean, rows_by_trajectory, sample_std
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_estimators_reference import _mean, _std, _trajectories
 
 from estimators import StepBatch, get_estimator
 
@@ -24,7 +24,7 @@ from estimators import StepBatch, get_estimator
 def verl_returns(rows: list[dict], gamma: float) -> list[float]:
     """R_t over environment rewards, then minus the row's own penalty."""
     out = [0.0] * len(rows)
-    for idx in _trajectories(rows).values():
+    for idx in rows_by_trajectory(rows).values():
         nxt = 0.0
         for i in reversed(idx):
             nxt = rows[i]["r"] + gamma * nxt
@@ -33,7 +33,7 @@ def verl_returns(rows: list[dict], gamma: float) -> list[float]:
 
 
 def env_scores(rows: list[dict]) -> dict:
-    return {t: sum(rows[i]["r"] for i in idx) for t, idx in _trajectories(rows).items()}
+    return {t: sum(rows[i]["r"] for i in idx) for t, idx in rows_by_trajectory(rows).items()}
 
 
 def row_scores(rows: list[dict]) -> list[float]:
@@ -43,9 +43,9 @@ def row_scores(rows: list[dict]) -> list[float]:
 
 def relative(x: float, xs: list[float], eps: float, divide: bool) -> float:
     """x relative to the population xs; one member or (dividing) zero spread -> 0."""
-    if len(xs) < 2 or (divide and _std(xs) == 0.0):
+    if len(xs) < 2 or (divide and sample_std(xs) == 0.0):
         return 0.0
-    return (x - _mean(xs)) / (_std(xs) + eps) if divide else x - _mean(xs)
+    return (x - mean(xs)) / (sample_std(xs) + eps) if divide else x - mean(xs)
 
 
 def ref_episode(rows: list[dict], eps: float, divide: bool, stats: str = "steps") -> list[float]:
@@ -62,8 +62,8 @@ def ref_episode(rows: list[dict], eps: float, divide: bool, stats: str = "steps"
     for row, s in zip(rows, own, strict=True):
         xs = population[row["group"]]
         if stats == "steps":  # the row is part of its own population: plain (x - mean) / (std + eps)
-            centred = s - _mean(xs)
-            out.append(centred / (_std(xs) + eps) if divide else centred)
+            centred = s - mean(xs)
+            out.append(centred / (sample_std(xs) + eps) if divide else centred)
         else:
             out.append(relative(s, xs, eps, divide))
     return out
@@ -78,9 +78,9 @@ def ref_gigpo(rows, gamma=0.95, eps=1e-6, omega=1.0, mode="mean_std_norm") -> li
     out = []
     for i, (row, episode) in enumerate(zip(rows, ref_episode(rows, eps, divide), strict=True)):
         xs = anchors[(row["group"], row["state"])]
-        step = ret[i] - _mean(xs)
+        step = ret[i] - mean(xs)
         if divide:
-            step /= _std(xs) + eps
+            step /= sample_std(xs) + eps
         out.append(episode + omega * step)
     return out
 
@@ -90,12 +90,12 @@ def ref_gagpo(rows, gamma=0.95, lam=0.8, eps=1e-6, norm="group", mc=False, broad
     members = defaultdict(list)
     for i, row in enumerate(rows):
         members[(row["group"], row["state"])].append(ret[i])
-    value = [_mean(members[(row["group"], row["state"])]) for row in rows]
+    value = [mean(members[(row["group"], row["state"])]) for row in rows]
     if mc:
         adv = [r - v for r, v in zip(ret, value, strict=True)]
     else:
         adv = [0.0] * len(rows)
-        for idx in _trajectories(rows).values():
+        for idx in rows_by_trajectory(rows).values():
             acc = 0.0
             for k in reversed(range(len(idx))):
                 i = idx[k]
@@ -111,7 +111,7 @@ def ref_gagpo(rows, gamma=0.95, lam=0.8, eps=1e-6, norm="group", mc=False, broad
     pools = defaultdict(list)
     for a, row in zip(adv, rows, strict=True):
         pools[key(row)].append(a)
-    return [(a - _mean(pools[key(row)])) / (_std(pools[key(row)]) + eps) for a, row in zip(adv, rows, strict=True)]
+    return [(a - mean(pools[key(row)])) / (sample_std(pools[key(row)]) + eps) for a, row in zip(adv, rows, strict=True)]
 
 
 def ref_rloo(rows) -> list[float]:
@@ -122,13 +122,13 @@ def ref_rloo(rows) -> list[float]:
     out = []
     for row in rows:
         others = [score[t] for t in trajs_of[row["group"]] if t != row["traj"]]
-        out.append(score[row["traj"]] - _mean(others) - row["p"] if others else 0.0)
+        out.append(score[row["traj"]] - mean(others) - row["p"] if others else 0.0)
     return out
 
 
 def ref_ppo(rows, gamma=0.95, lam=0.95) -> tuple[list[float], list[float]]:
     adv = [0.0] * len(rows)
-    for idx in _trajectories(rows).values():
+    for idx in rows_by_trajectory(rows).values():
         acc = 0.0
         for k in reversed(range(len(idx))):
             i = idx[k]

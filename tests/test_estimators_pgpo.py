@@ -8,52 +8,14 @@ import math
 
 import numpy as np
 import pytest
+from estimator_cases import assert_row_order_and_relabelling_invariant, batch_of, pgpo_rows, trajectory
 from estimator_loops import ref_pgpo
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from estimators import StepBatch, get_estimator
+from estimators import get_estimator
 
 S = 1 / math.sqrt(2)  # (x - mean) / sample std of any two distinct values
-
-
-def batch_of(rows: list[dict]) -> StepBatch:
-    return StepBatch(
-        group_ids=[r["group"] for r in rows],
-        traj_ids=[r["traj"] for r in rows],
-        step_index=[r["step"] for r in rows],
-        rewards=[r["r"] for r in rows],
-        terminated=[r.get("done", False) for r in rows],
-        state_keys=[r["state"] for r in rows],
-        penalties=[r.get("p", 0.0) for r in rows],
-    )
-
-
-def assert_row_order_and_relabelling_invariant(name: str, rows: list[dict], seed: int) -> None:
-    """Estimator ``name`` gives each row the same advantage after the rows are shuffled and the groups
-    and trajectories renamed (``seed`` draws both)."""
-    rng = np.random.default_rng(seed)
-    base = get_estimator(name).compute(batch_of(rows))
-    order = rng.permutation(len(rows))
-    relabel = {g: f"task-{rng.integers(1000)}-{g}" for g in {r["group"] for r in rows}}
-    moved = [{**rows[i], "group": relabel[rows[i]["group"]], "traj": f"t{rows[i]['traj']}"} for i in order]
-    np.testing.assert_allclose(get_estimator(name).compute(batch_of(moved)), base[order], atol=1e-12)
-
-
-def trajectory(group, traj, states, rewards, penalties=None, done=True) -> list[dict]:
-    penalties = penalties or [0.0] * len(states)
-    return [
-        {
-            "group": group,
-            "traj": traj,
-            "step": t,
-            "state": s,
-            "r": r,
-            "p": p,
-            "done": done and t == len(states) - 1,
-        }
-        for t, (s, r, p) in enumerate(zip(states, rewards, penalties, strict=True))
-    ]
 
 
 # ---- hand-worked cases ------------------------------------------------------------------------------
@@ -193,23 +155,6 @@ def test_mean_norm_mode_drops_only_the_step_term_division():
 
 
 # ---- random batches against the reference, invariances ---------------------------------------------
-
-REWARDS = st.sampled_from([0.0, 0.0, 10.0, 1.0]) | st.floats(-3, 3)
-
-
-@st.composite
-def pgpo_rows(draw) -> list[dict]:
-    rows = []
-    for g in range(draw(st.integers(1, 3))):
-        n_states = draw(st.integers(1, 5))
-        for k in range(draw(st.integers(1, 4))):
-            length = draw(st.integers(1, 6))
-            states = ["start"] + [f"room {draw(st.integers(0, n_states - 1))}" for _ in range(length - 1)]
-            rewards = [draw(REWARDS) for _ in range(length)]
-            penalties = [draw(st.sampled_from([0.0, 0.0, 0.1, 1.0])) for _ in range(length)]
-            rows += trajectory(g, f"{g}-{k}", states, rewards, penalties, draw(st.booleans()))
-    return [rows[i] for i in draw(st.permutations(range(len(rows))))]
-
 
 @settings(max_examples=80, deadline=None)
 @given(
