@@ -3,38 +3,18 @@ stds, Table 1/2 layouts, published rows kept apart, LaTeX bold, fewer-seed marks
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 
 import pandas as pd
 import pytest
-import yaml
+from report_runs import run_report, table_row, write_run
 
 from gagpo_cli.errors import UsageError
 from gagpo_cli.report.command import report_command
 from gagpo_cli.report.runs import load_runs
 from gagpo_cli.report.tables import paper_table
 from gagpo_cli.report.writers import to_latex, to_markdown
-
-QWEN = "Qwen/Qwen2.5-1.5B-Instruct"
-
-
-def write_run(path, estimator, env, success, score, *, seed=0, options=None, per_type=None, model=QWEN, extra=None,
-              curve=None):
-    path.mkdir(parents=True)
-    config = {"name": "t", "estimator": {"name": estimator, "options": options or {}}, "env": {"name": env},
-              "model": {"name": model}, "train": {"seed": seed}, "logging": {"output_dir": str(path.parent)}}
-    for key, value in (extra or {}).items():
-        section, field = key.split(".")
-        config.setdefault(section, {})[field] = value
-    (path / "config.yaml").write_text(yaml.safe_dump(config))
-    (path / "eval.json").write_text(json.dumps({"success_rate": success, "score": score, "per_type": per_type or {},
-                                                "episodes": 8}))
-    lines = [{"iteration": i, "train/success_rate": v, "adv/iqr": v / 100} for i, v in enumerate(curve or [], 1)]
-    (path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    return path
 
 
 @pytest.fixture
@@ -53,14 +33,10 @@ def table_runs(tmp_path):
     return root
 
 
-def _row(frame, method, kind="measured"):
-    return frame[(frame["method"] == method) & (frame["kind"] == kind)].iloc[0]
-
-
 def test_table1_numbers_are_the_hand_computed_means_and_stds(table_runs, tmp_path):
     report_command([table_runs], 1, tmp_path / "out")
     frame = pd.read_csv(tmp_path / "out" / "table1.csv")
-    gagpo = _row(frame, "GAGPO")
+    gagpo = table_row(frame, "GAGPO")
     assert gagpo["ALFWorld All mean"] == pytest.approx(93.0)  # (90 + 94 + 95) / 3
     assert gagpo["ALFWorld All std"] == pytest.approx(2.6457513, abs=1e-6)  # sqrt(((-3)^2 + 1 + 2^2) / 2)
     assert gagpo["ALFWorld All n"] == 3 and gagpo["ALFWorld All"] == "93.0 ± 2.6"
@@ -68,7 +44,7 @@ def test_table1_numbers_are_the_hand_computed_means_and_stds(table_runs, tmp_pat
     assert gagpo["ALFWorld Pick2 mean"] == pytest.approx(51.0) and gagpo["ALFWorld Pick2 std"] == pytest.approx(1.0)
     assert gagpo["WebShop Score mean"] == pytest.approx(82.0) and gagpo["WebShop Score std"] == pytest.approx(2.0)
     assert gagpo["WebShop Succ. mean"] == pytest.approx(61.0)
-    gigpo = _row(frame, "GiGPO (w/o std)")
+    gigpo = table_row(frame, "GiGPO (w/o std)")
     assert gigpo["ALFWorld All mean"] == pytest.approx(81.5) and gigpo["ALFWorld All std"] == pytest.approx(2.1213203)
     assert gigpo["ALFWorld All"] == "81.5 ± 2.1†"  # 2 seeds where others have 3
     assert pd.isna(gigpo["WebShop Score mean"]) and gigpo["WebShop Score n"] == 0
@@ -92,11 +68,11 @@ def test_paper_rows_are_separate_and_marked(table_runs, tmp_path):
     report_command([table_runs], 1, tmp_path / "out", paper=True)
     frame = pd.read_csv(tmp_path / "out" / "table1.csv")
     published = frame[frame["kind"] == "published"]
-    gigpo = _row(frame, "GiGPO (w/ std)", "published")
+    gigpo = table_row(frame, "GiGPO (w/ std)", "published")
     assert gigpo["ALFWorld All mean"] == 86.7 and gigpo["ALFWorld All std"] == 1.7
     assert "2505.10978" in gigpo["source"]
     assert set(published["model"]) == {"Qwen2.5-1.5B-Instruct", "Qwen2.5-7B-Instruct"}
-    assert _row(frame, "GAGPO")["kind"] == "measured" and _row(frame, "GAGPO", "published")["ALFWorld All mean"] == 93.5
+    assert table_row(frame, "GAGPO")["kind"] == "measured" and table_row(frame, "GAGPO", "published")["ALFWorld All mean"] == 93.5
     markdown = (tmp_path / "out" / "table1.md").read_text()
     assert "### Qwen2.5-1.5B-Instruct (published)" in markdown
     measured_block = markdown.split("### Qwen2.5-1.5B-Instruct (published)")[0]
@@ -140,19 +116,14 @@ def test_curves_are_mean_and_std_over_seeds(tmp_path):
     assert std.tolist() == pytest.approx([7.0710678, 14.1421356, 0.0])
 
 
-def _report(*args):
-    return subprocess.run([sys.executable, "-m", "gagpo_cli.app", "report", *map(str, args)], capture_output=True,
-                          text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
-
-
 def test_corrupt_eval_json_is_named_and_the_others_are_still_reported(table_runs, tmp_path):
     broken = table_runs / "gagpo-alf" / "s2" / "eval.json"
     broken.write_text('{"success_rate": 9')
-    result = _report(table_runs, "--table", "1", "--out", tmp_path / "out")
+    result = run_report(table_runs, "--table", "1", "--out", tmp_path / "out")
     assert result.returncode == 0, result.stderr
     assert result.stderr.count("\n") == 1 and str(broken) in result.stderr and "corrupt eval.json" in result.stderr
     frame = pd.read_csv(tmp_path / "out" / "table1.csv")
-    assert _row(frame, "GAGPO")["ALFWorld All mean"] == pytest.approx(92.0)  # seeds 0 and 1 only
+    assert table_row(frame, "GAGPO")["ALFWorld All mean"] == pytest.approx(92.0)  # seeds 0 and 1 only
 
 
 def test_nothing_to_report_is_one_line_exit_2(tmp_path):
@@ -163,7 +134,7 @@ def test_nothing_to_report_is_one_line_exit_2(tmp_path):
     (only / "eval.json").write_text("not json")
     cases.append((tmp_path / "only", "nothing to report"))
     for path, message in cases:
-        result = _report(path, "--out", tmp_path / "out")
+        result = run_report(path, "--out", tmp_path / "out")
         assert result.returncode == 2, result.stdout + result.stderr
         assert message in result.stderr and "Traceback" not in result.stderr
         assert result.stderr.strip().splitlines()[-1].startswith("error:")
@@ -180,8 +151,6 @@ def test_runs_on_other_environments_are_left_out_of_table1_with_a_note(table_run
 
 
 def test_report_without_arguments_reads_the_default_output_folder(tmp_path):
-    import subprocess
-    import sys
 
     proc = subprocess.run([sys.executable, "-m", "gagpo_cli.app", "report"], cwd=tmp_path, capture_output=True,
                           text=True)

@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
-from test_report import _report, _row, write_run
+from report_runs import run_report, table_row, write_run
 
 from gagpo_cli.errors import UsageError
 from gagpo_cli.report import statistics as st
@@ -41,7 +41,7 @@ def test_csv_has_interval_iqm_and_improvement_columns_with_paired_differences(tm
     root = _sweep(tmp_path / "runs", {"grpo": grpo, "gagpo": gagpo})
     report_command([root], 1, tmp_path / "out")
     frame = pd.read_csv(tmp_path / "out" / "table1.csv")
-    row = _row(frame, "GAGPO")
+    row = table_row(frame, "GAGPO")
     assert row["reference"] == "GRPO"  # Table 1's default reference
     values = np.array(list(gagpo.values()))
     assert row["WebShop Succ. mean"] == pytest.approx(values.mean())
@@ -66,7 +66,7 @@ def test_unpaired_when_seeds_differ_and_seeds_needed_when_unsettled(tmp_path):
     root = _sweep(tmp_path / "runs", {"grpo": {0: 40.0, 1: 50.0, 2: 60.0},
                                       "gagpo": {10: 44.0, 11: 52.0, 12: 63.0}})
     report_command([root], 1, tmp_path / "out")
-    row = _row(pd.read_csv(tmp_path / "out" / "table1.csv"), "GAGPO")
+    row = table_row(pd.read_csv(tmp_path / "out" / "table1.csv"), "GAGPO")
     assert row["WebShop Succ. paired seeds"] == 0 and np.isnan(row["WebShop Succ. paired diff"])
     # difference 3, pooled sd 10 (both samples sd 10 and 9.5): d ~ 0.3, far beyond 3 seeds
     x, y = np.array([44.0, 52.0, 63.0]), np.array([40.0, 50.0, 60.0])
@@ -91,10 +91,10 @@ def test_baseline_option_and_unknown_name(tmp_path):
     table = report_command([root], 1, tmp_path / "out", baseline="GAGPO")
     frame = pd.read_csv(tmp_path / "out" / "table1.csv")
     assert set(frame["reference"]) == {"GAGPO"} and table.baseline == "GAGPO"
-    assert _row(frame, "GRPO")["WebShop Succ. P(>ref)"] == pytest.approx(0.25)  # 10 < 15, 10 < 30, 20 > 15
+    assert table_row(frame, "GRPO")["WebShop Succ. P(>ref)"] == pytest.approx(0.25)  # 10 < 15, 10 < 30, 20 > 15
     with pytest.raises(UsageError, match="rows: GRPO, GAGPO"):
         report_command([root], 1, tmp_path / "out", baseline="PPO")
-    result = _report(root, "--table", "1", "--out", tmp_path / "out", "--baseline", "nope")
+    result = run_report(root, "--table", "1", "--out", tmp_path / "out", "--baseline", "nope")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "rows: GRPO, GAGPO" in result.stderr
 
@@ -108,7 +108,7 @@ def test_generic_table_compares_only_with_a_named_row(tmp_path):
     table = report_command([root], None, tmp_path / "out")
     assert table.baseline is None and any("--baseline ROW" in n for n in table.notes)
     report_command([root], None, tmp_path / "out", baseline="lam=0")
-    row = _row(pd.read_csv(tmp_path / "out" / "results.csv").rename(columns={"settings": "method"}), "lam=1")
+    row = table_row(pd.read_csv(tmp_path / "out" / "results.csv").rename(columns={"settings": "method"}), "lam=1")
     assert row["Success paired seeds"] == 3 and row["Success paired diff"] == pytest.approx(-25.0)
     assert row["Success P(>ref)"] == 0.0
 
@@ -119,9 +119,9 @@ def test_area_under_the_evaluation_curve_leaves_out_iteration_0(tmp_path):
     root = _sweep(tmp_path / "runs", {"grpo": {0: 20.0, 1: 30.0}, "gagpo": {0: 40.0, 1: 40.0}}, curves=curves)
     report_command([root], 1, tmp_path / "out", figures=True)
     frame = pd.read_csv(tmp_path / "out" / "table1_auc.csv")
-    assert _row(frame, "GRPO")["WebShop Succ. mean"] == pytest.approx((15.0 + 25.0) / 2)  # (10+20)/2, (20+30)/2
-    assert _row(frame, "GAGPO")["WebShop Succ. mean"] == pytest.approx((35.0 + 40.0) / 2)
-    assert _row(frame, "GAGPO")["WebShop Score mean"] == pytest.approx(47.5)
+    assert table_row(frame, "GRPO")["WebShop Succ. mean"] == pytest.approx((15.0 + 25.0) / 2)  # (10+20)/2, (20+30)/2
+    assert table_row(frame, "GAGPO")["WebShop Succ. mean"] == pytest.approx((35.0 + 40.0) / 2)
+    assert table_row(frame, "GAGPO")["WebShop Score mean"] == pytest.approx(47.5)
     assert "area under the evaluation curve" in (tmp_path / "out" / "table1_auc.md").read_text()
     figures = {p.name for p in (tmp_path / "out" / "figures").glob("*.png")}
     assert {"table1_intervals.png", "table1_auc_intervals.png", "webshop_Qwen2.5-1.5B-Instruct_eval_curve_success_rate.png"} <= figures
