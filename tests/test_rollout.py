@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 from envs.corridor import CorridorEnvironment
+from envs.half_alphabet import HalfAlphabetEnvironment
 from tiny_model import tiny_policy
-from train_envs import HalfAlphabetEnvironment
 
 from environments.pool import EnvPool
 from estimators import get_estimator

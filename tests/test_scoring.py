@@ -10,8 +10,8 @@ import sys
 import pytest
 import torch
 from envs.corridor import CorridorEnvironment
+from envs.no_choice import NoChoiceEnvironment
 
-from environments.base import Environment, Episode, Reset, Step
 from environments.pool import EnvPool
 from estimators import get_estimator
 from gagpo_cli.config import OptimConfig
@@ -210,39 +210,8 @@ def test_score_mode_token_ratio_keeps_the_dual_clip():
 # ---------------------------------------------------------------------------- the rollout
 
 
-class _NoChoiceEpisode(Episode):
-    """First observation offers no admissible action; after any step, 'win' is offered and wins."""
-
-    def reset(self, split: str, task_id: int, seed: int = 0) -> Reset:
-        self.steps = 0
-        return Reset("A bare room.", (), "pick", "bare", "win the game", task_id)
-
-    def step(self, action: str) -> Step:
-        self.steps += 1
-        won = action == "win"
-        return Step("A door appears.", float(won), won, won, float(won), action in ("win", "wait") and self.steps > 1,
-                    ("win", "wait"), "door")
-
-    def expert_action(self) -> str:
-        return "win"
-
-
-class _NoChoiceEnvironment(Environment):
-    name = "no-choice"
-    description = "first step offers nothing (tests)"
-    max_steps = 4
-    task_types = ("pick",)
-    splits = ("train",)
-
-    def num_tasks(self, split: str) -> int:
-        return 1
-
-    def new_episode(self) -> Episode:
-        return _NoChoiceEpisode()
-
-
 def test_an_empty_admissible_set_is_an_invalid_penalised_step():
-    with EnvPool.from_environment(_NoChoiceEnvironment()) as pool:
+    with EnvPool.from_environment(NoChoiceEnvironment()) as pool:
         out = collect(FeaturisedPolicy(), pool, [TaskSpec("train", 0, 0, 0)] * 2, max_steps=4, history=2,
                       temperature=1.0, max_new_tokens=1, success_reward=10.0, invalid_penalty=0.1,
                       action_mode="score", generator=torch.Generator().manual_seed(0))

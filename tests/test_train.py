@@ -11,8 +11,8 @@ import warnings
 import numpy as np
 import pytest
 from envs.corridor import CorridorEnvironment
+from envs.half_alphabet import HalfAlphabetEnvironment
 from tiny_model import tiny_policy
-from train_envs import HalfAlphabetEnvironment
 
 from environments.pool import EnvPool
 from gagpo_cli.config import ModelConfig, load_config

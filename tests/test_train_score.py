@@ -4,53 +4,17 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import numpy as np
 import pytest
 from envs.corridor import CorridorEnvironment
+from envs.pick_word import PickWordEnvironment
 from tiny_model import tiny_policy
 
-from environments.base import Environment, Episode, Reset, Step
 from environments.pool import EnvPool
 from gagpo_cli.config import ModelConfig, load_config
 from gagpo_cli.train.recipe import train
 from gagpo_cli.train.records import read_metrics
-
-WORDS = ("apple", "river", "tiger", "zebra")  # one winning answer among four: a random model wins ~1 in 4
-OBSERVATION = "Pick the fruit."
-
-
-class PickWordEpisode(Episode):
-    def reset(self, split: str, task_id: int, seed: int = 0) -> Reset:
-        return Reset(OBSERVATION, WORDS, "pick", OBSERVATION, "answer with the fruit", task_id)
-
-    def step(self, action: str) -> Step:
-        won = action == WORDS[0]
-        return Step("The game is over.", float(won), True, won, float(won), action in WORDS, (), "over")
-
-    def expert_action(self) -> str:
-        return WORDS[0]
-
-
-class PickWordEnvironment(Environment):
-    """One-step game: four admissible words, only ``apple`` wins (score-mode training test)."""
-
-    name = "pick-word"
-    description = "One-step choice among four words (training tests)"
-    max_steps = 1
-    task_types = ("pick",)
-    splits = ("train", "test")
-
-    def __init__(self, **unknown: Any) -> None:
-        if unknown:
-            raise ValueError(f"unknown pick-word option(s) {', '.join(sorted(unknown))}; it takes none")
-
-    def num_tasks(self, split: str) -> int:
-        return 8
-
-    def new_episode(self) -> PickWordEpisode:
-        return PickWordEpisode()
 
 
 def test_success_rate_rises_on_the_one_step_game_in_score_mode(tmp_path):

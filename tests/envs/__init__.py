@@ -1,4 +1,12 @@
-"""Real test environments and a helper that installs them as a third-party plugin package.
+"""The toy environments of the test suite, and a helper that installs two of them as a third-party
+plugin package.
+
+- ``corridor``: a small deterministic text game (walk, take, put; ``reach`` and ``fetch`` tasks);
+  ``corridor-faulty`` (``faulty.py``) fails on purpose. These two are the plugin package.
+- ``half_alphabet``: one step, any word; won when it starts with a..m (generate-mode learning).
+- ``pick_word``: one step among four admissible words (score-mode learning).
+- ``buttons``: press two named buttons in order (bow-mlp learning, held-out goals).
+- ``no_choice``: the first step offers no admissible action (score-mode rollout).
 
 ``install_plugin`` writes what pip would: a package folder plus a ``*.dist-info`` holding
 ``entry_points.txt``, into a folder that the caller puts on ``sys.path`` / ``PYTHONPATH``.
