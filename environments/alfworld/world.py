@@ -12,6 +12,8 @@ the receptacle the agent is at, and examining an object that is not held, are no
 
 from __future__ import annotations
 
+from bisect import insort
+
 from environments.alfworld import catalog
 from environments.alfworld.generator import Game
 
@@ -42,6 +44,8 @@ class World:
         self._accepts = tuple(catalog.CAN_CONTAIN[rt] for rt in g.receptacle_types)
         self._lamp = tuple(t == catalog.LAMP for t in g.object_types)
         self._goto = tuple(f"go to {name}" for name in g.receptacles)
+        self._always = sorted((*self._goto, "inventory", "look"))  # offered everywhere (but "go to" here)
+        self._targets = tuple(rec for rec, rt in enumerate(g.receptacle_types) if rt == g.target_recep)
         # Room listing: types alphabetical, numbers descending (as alfworld's demangled ids read).
         room_order = sorted(range(len(g.receptacles)), key=lambda i: (g.receptacle_types[i], -int(g.receptacles[i].rsplit(" ", 1)[1])))
         self._room = ("You are in the middle of a room. Looking quickly around you, you see "
@@ -97,8 +101,7 @@ class World:
         """Sorted admissible commands (as textworld sorts them), without ``help``."""
         g = self.game
         loc, held = self.loc, self.held
-        cmds = [c for i, c in enumerate(self._goto) if i != loc]
-        cmds += ("inventory", "look")
+        cmds = []
         if held >= 0:
             cmds.append(f"examine {g.objects[held]}")
         if loc >= 0:
@@ -118,8 +121,12 @@ class World:
                 verb = self._transform_verb(held, loc)
                 if verb:
                     cmds.append(f"{verb} {g.objects[held]} with {rname}")
-        cmds.sort()
-        return tuple(cmds)
+        always = self._always.copy()
+        if loc >= 0:
+            always.remove(self._goto[loc])
+        for command in cmds:  # the few state-dependent commands, merged into the sorted rest
+            insort(always, command)
+        return tuple(always)
 
     def _transform_verb(self, obj: int, rec: int) -> str:
         rt, ot = self.game.receptacle_types[rec], self.game.object_types[obj]
@@ -248,9 +255,7 @@ class World:
                     and any(self._lamp[o] and self.toggled[o] for o in self.contents[self.loc]))
         prop = {"clean": self.clean, "heat": self.hot, "cool": self.cool}.get(g.task_type)
         need = 2 if g.task_type == "pick2" else 1
-        for rec, rt in enumerate(g.receptacle_types):
-            if rt != g.target_recep:
-                continue
+        for rec in self._targets:  # the receptacles of the goal's type
             count = sum(1 for o in self.contents[rec] if g.object_types[o] == g.target_obj and (prop is None or prop[o]))
             if count >= need:
                 return True

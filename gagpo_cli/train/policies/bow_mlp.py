@@ -36,6 +36,7 @@ import re
 import zlib
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -99,11 +100,28 @@ class _Goal:
         self.roles = {w: f"G{min(i + 1, 5)}" for i, w in enumerate(self.content)}  # order in the goal
         feats = [f"g:{w}" for w in words] + [f"g2:{a}_{b}" for a, b in zip(words, words[1:], strict=False)]
         self.ids = np.array([_h(f) for f in feats] or [_h("g:")], dtype=np.int64)
-        self.content_ids = np.array([_h(w) for w in self.content], dtype=np.int64)
+        self.content_hashes = [_h(w) for w in self.content]
+        self.content_ids = np.array(self.content_hashes, dtype=np.int64)
         self.candidates: dict[str, _Candidate] = {}
         self.sets: dict[tuple[str, ...], _CandidateSet] = {}
-        self.memories: dict[tuple[str, ...], tuple[tuple[int, ...], int, tuple[int, ...]]] = {}  # ``memory``
-        self.taken: dict[tuple[str, ...], dict[str, int]] = {}
+        self.memories: dict[tuple[str, ...], tuple[dict[str, int], tuple[int, ...], int, tuple[int, ...]]] = {}
+
+
+class _ActionText:
+    """What a candidate's features take from its text alone, whatever the goal: words, verb hash, the
+    hashes of its word, bigram and whole-text features, the hashes of its words (numbers left out) and
+    its content words."""
+
+    __slots__ = ("words", "verb", "feature_ids", "word_ids", "content")
+
+    def __init__(self, text: str) -> None:
+        words = self.words = _tokens(text)
+        self.verb = _h(f"v:{words[0] if words else ''}")
+        feats = [f"a:{w}" for w in words] + [f"a2:{a}_{b}" for a, b in zip(words, words[1:], strict=False)]
+        feats.append(f"A:{text.lower()}")
+        self.feature_ids = [_h(f) for f in feats]
+        self.word_ids = [_h(w) for w in words if w != "#"] or [0]
+        self.content = tuple(w for w in words[1:] if w not in _FUNCTION and w not in ("#", "inon"))
 
 
 class _Candidate:
@@ -112,10 +130,11 @@ class _Candidate:
 
     __slots__ = ("index", "verb", "skeleton", "role", "content", "deep_ids", "static_ids", "linear_ids")
 
-    def __init__(self, goal: _Goal, text: str, index: int = 0) -> None:
+    def __init__(self, goal: _Goal, text: str, index: int = 0, parts: _ActionText | None = None) -> None:
         self.index = index
-        words = _tokens(text)
-        self.verb = _h(f"v:{words[0] if words else ''}")
+        parts = parts or _ActionText(text)
+        words = parts.words
+        self.verb = parts.verb
         skel, role = [], []
         for w in words:
             if not skel:  # the verb stays itself, even when the goal uses it ("go to the library")
@@ -132,44 +151,86 @@ class _Candidate:
                 role.append("X")
         self.skeleton = _h("s:" + " ".join(skel))
         self.role = _h("r:" + " ".join(role))
-        self.content = tuple(w for w in words[1:] if w not in _FUNCTION and w not in ("#", "inon"))
-        feats = [f"a:{w}" for w in words] + [f"a2:{a}_{b}" for a, b in zip(words, words[1:], strict=False)]
-        feats.append(f"A:{text.lower()}")
-        ids = [_h(f) for f in feats] + [self.skeleton, self.role]
-        pairs = _cross(goal.content_ids[:, None], np.array([_h(w) for w in words if w != "#"] or [0])[None, :])
-        self.deep_ids = np.array(ids, dtype=np.int64)  # what the candidate embedding averages
-        self.static_ids = np.concatenate([self.deep_ids, pairs.ravel()])
-        linear = self.static_ids & _MASK
-        self.linear_ids = linear[linear != 0]  # its linear-term buckets; bucket 0 is padding, never a feature
+        self.content = parts.content
+        ids = [*parts.feature_ids, self.skeleton, self.role]  # what the candidate embedding averages
+        # goal-word x action-word pairs, as _cross computes them (goal words outer, action words inner)
+        static = ids + [(a * 1000003 ^ b) & 0xFFFFFFFF for a in goal.content_hashes for b in parts.word_ids]
+        self.deep_ids = np.array(ids, dtype=np.int64)
+        self.static_ids = np.array(static, dtype=np.int64)
+        # its linear-term buckets; bucket 0 is padding, never a feature
+        self.linear_ids = np.array([i & _MASK for i in static if i & _MASK], dtype=np.int64)
 
 
 class _Observation:
     """Per observation text: hashed word + bigram features of its first OBS_WORDS words, the set of those
     words; ``index`` is its row in the cache's table of observations."""
 
-    __slots__ = ("index", "ids", "words", "head")
+    __slots__ = ("index", "ids", "words")
 
     def __init__(self, text: str, index: int = 0) -> None:
         self.index = index
         words = _tokens(text)[:OBS_WORDS]
         feats = [f"o:{w}" for w in words] + [f"o2:{a}_{b}" for a, b in zip(words, words[1:], strict=False)]
         self.ids = np.array([_h(f) for f in feats] or [_h("o:")], dtype=np.int64)
-        self.words = frozenset(words)
-        self.head = self.ids[:OBS_WORDS]  # the features crossed with each candidate's verb
+        self.words = frozenset(words)  # (its first OBS_WORDS features are crossed with each candidate's verb)
 
 
 class _CandidateSet:
-    """Per (goal, admissible actions): the candidates' pair rows, role skeletons and verbs as arrays;
+    """Per (goal, admissible actions): the candidates' pair rows as an array and their content words;
     ``index``: its row in the cache's table of such sets."""
 
-    __slots__ = ("index", "pairs", "roles", "verbs", "contents")
+    __slots__ = ("index", "pairs", "contents")
 
     def __init__(self, candidates: list[_Candidate], index: int) -> None:
         self.index = index
         self.pairs = np.array([c.index for c in candidates], dtype=np.int64)
-        self.roles = np.array([c.role for c in candidates], dtype=np.int64)
-        self.verbs = np.array([c.verb for c in candidates], dtype=np.int64)
         self.contents = [c.content for c in candidates]
+
+
+class _Ragged:
+    """Rows of int64 values of varying length, stored end to end in one growing array, so that the
+    rows a batch needs come out concatenated with a few vectorised operations (``gather``)."""
+
+    def __init__(self) -> None:
+        self.values = np.zeros(1 << 12, dtype=np.int64)
+        self.starts = np.zeros(1 << 10, dtype=np.int64)
+        self.lengths = np.zeros(1 << 10, dtype=np.int64)
+        self.size = self.rows = 0
+
+    def append(self, values: np.ndarray) -> None:
+        n, row = len(values), self.rows
+        if self.size + n > len(self.values):
+            self.values = np.concatenate([self.values, np.zeros(max(len(self.values), n), dtype=np.int64)])
+        if row == len(self.starts):
+            self.starts = np.concatenate([self.starts, np.zeros(row, dtype=np.int64)])
+            self.lengths = np.concatenate([self.lengths, np.zeros(row, dtype=np.int64)])
+        self.values[self.size:self.size + n] = values
+        self.starts[row], self.lengths[row] = self.size, n
+        self.size += n
+        self.rows += 1
+
+    def gather(self, rows: np.ndarray, limit: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(rows' values concatenated, their lengths); ``limit``: only each row's first ``limit`` values."""
+        lengths = self.lengths[rows]
+        if limit is not None:
+            lengths = np.minimum(lengths, limit)
+        ends = np.cumsum(lengths)
+        index = np.arange(ends[-1] if len(ends) else 0) + np.repeat(self.starts[rows] - (ends - lengths), lengths)
+        return self.values[index], lengths
+
+
+class _Column:
+    """One int64 value per row, in a growing array."""
+
+    def __init__(self) -> None:
+        self.values = np.zeros(1 << 10, dtype=np.int64)
+        self.rows = 0
+
+    def append(self, value: int) -> None:
+        if self.rows == len(self.values):
+            self.values = np.concatenate([self.values, np.zeros(self.rows, dtype=np.int64)])
+        self.values[self.rows] = value
+        self.rows += 1
 
 
 class _FeatureCache:
@@ -185,13 +246,18 @@ class _FeatureCache:
     def __init__(self) -> None:
         self.goals: dict[str, _Goal] = {}
         self.goal_rows: list[_Goal] = []
+        self.goal_ids = _Ragged()  # by goal row: its state features
+        self.actions: dict[str, _ActionText] = {}
         self.pairs: list[_Candidate] = []
+        self.pair_linear, self.pair_deep = _Ragged(), _Ragged()  # by pair row: linear_ids, deep_ids
+        self.pair_role, self.pair_verb = _Column(), _Column()
         self.texts: dict[str, _Observation] = {}
         self.observations: list[_Observation] = []
+        self.observation_ids = _Ragged()  # by observation row: its features (the first OBS_WORDS: its head)
         self.set_rows: list[_CandidateSet] = []
         self.n_memories = 0
         self.past_rows: dict[tuple[int, ...], int] = {}
-        self.past_sets: list[np.ndarray] = []
+        self.past_sets = _Ragged()  # by row of past_rows: the sorted role skeletons (0 when none)
         self.seen: dict[tuple[int, int], np.ndarray] = {}
         self.inputs: dict[tuple, tuple] = {}  # an input's parts, by its content (``_input_key``)
 
@@ -203,7 +269,6 @@ class _FeatureCache:
         if self.n_memories > self.MEMORY_LIMIT:
             for goal in self.goal_rows:
                 goal.memories.clear()
-                goal.taken.clear()
             self.n_memories = 0
         if len(self.seen) > self.LIMIT:
             self.seen.clear()
@@ -215,14 +280,22 @@ class _FeatureCache:
         if g is None:
             g = self.goals[text] = _Goal(text, len(self.goal_rows))
             self.goal_rows.append(g)
+            self.goal_ids.append(g.ids)
         return g
 
     def candidate(self, goal: _Goal | str, text: str) -> _Candidate:
         goal = self.goal(goal) if isinstance(goal, str) else goal
         c = goal.candidates.get(text)
         if c is None:
-            c = goal.candidates[text] = _Candidate(goal, text, len(self.pairs))
+            parts = self.actions.get(text)
+            if parts is None:
+                parts = self.actions[text] = _ActionText(text)
+            c = goal.candidates[text] = _Candidate(goal, text, len(self.pairs), parts)
             self.pairs.append(c)
+            self.pair_linear.append(c.linear_ids)
+            self.pair_deep.append(c.deep_ids)
+            self.pair_role.append(c.role)
+            self.pair_verb.append(c.verb)
         return c
 
     def observation(self, text: str) -> _Observation:
@@ -230,6 +303,7 @@ class _FeatureCache:
         if o is None:
             o = self.texts[text] = _Observation(text, len(self.observations))
             self.observations.append(o)
+            self.observation_ids.append(o.ids)
         return o
 
     def candidate_set(self, goal: _Goal, texts: tuple[str, ...]) -> _CandidateSet:
@@ -244,7 +318,7 @@ class _FeatureCache:
     def _past_row(self, roles: tuple[int, ...]) -> int:
         row = self.past_rows.get(roles)
         if row is None:
-            row = self.past_rows[roles] = len(self.past_sets)
+            row = self.past_rows[roles] = self.past_sets.rows
             self.past_sets.append(np.array(roles or (0,), dtype=np.int64))
         return row
 
@@ -252,16 +326,17 @@ class _FeatureCache:
         """The memory after the actions ``past``: (how often each was taken, capped at 3; the sorted
         distinct role skeletons of them; that set's row in the table of such sets; the role skeletons of
         the last HISTORY_SKELETONS). Built from the memory one action earlier when that is cached."""
-        m = goal.memories.get(past)
+        memories = goal.memories
+        m = memories.get(past)
         if m is not None:
-            return (goal.taken[past], *m)
-        parent = goal.memories.get(past[:-1]) if past else None
+            return m
+        parent = memories.get(past[:-1]) if past else None
         if parent is not None:
-            parent_roles, parent_row, parent_recent = parent
+            taken, parent_roles, parent_row, parent_recent = parent
             action = past[-1]
-            taken = goal.taken[past[:-1]].copy()
+            taken = taken.copy()
             taken[action] = min(taken.get(action, 0) + 1, 3)
-            role = self.candidate(goal, action).role
+            role = (goal.candidates.get(action) or self.candidate(goal, action)).role
             roles = parent_roles if role in parent_roles else tuple(sorted((*parent_roles, role)))
             row = parent_row if roles is parent_roles else self._past_row(roles)
             recent = (*parent_recent, role)[-HISTORY_SKELETONS:]
@@ -270,10 +345,9 @@ class _FeatureCache:
             roles = tuple(sorted({self.candidate(goal, a).role for a in taken}))
             row = self._past_row(roles)
             recent = tuple(self.candidate(goal, a).role for a in past[-HISTORY_SKELETONS:])
-        goal.memories[past] = (roles, row, recent)
-        goal.taken[past] = taken
+        m = memories[past] = (taken, roles, row, recent)
         self.n_memories += 1
-        return taken, roles, row, recent
+        return m
 
     def parts(self, inp: ScoreInput, past: tuple[str, ...]) -> tuple:
         """What the batch assembly reads of an input: (goal row, observation row, candidate set row, past
@@ -284,8 +358,9 @@ class _FeatureCache:
         obs = self.observation(inp.observation)
         cands = self.candidate_set(goal, inp.candidates)
         taken, _, row, recent = self.memory(goal, past)
-        counts = (np.array([taken.get(t, 0) for t in inp.candidates], dtype=np.int64) if taken
-                  else np.zeros(len(inp.candidates), dtype=np.int64))
+        n = len(inp.candidates)
+        counts = (np.fromiter(map(taken.get, inp.candidates, repeat(0, n)), dtype=np.int64, count=n) if taken
+                  else np.zeros(n, dtype=np.int64))
         return (goal.index, obs.index, cands.index, row, recent[-1] if recent else _START, recent or (0,),
                 self.seen_mask(obs, cands), counts)
 
@@ -294,8 +369,9 @@ class _FeatureCache:
         key = (obs.index, cands.index)
         seen = self.seen.get(key)
         if seen is None:
-            words = obs.words
-            seen = self.seen[key] = np.array([words.issuperset(c) for c in cands.contents], dtype=np.int64)
+            contents = cands.contents
+            seen = self.seen[key] = np.fromiter(map(obs.words.issuperset, contents), dtype=np.int64,
+                                                count=len(contents))
         return seen
 
 
@@ -343,12 +419,6 @@ class BowMLP(nn.Module):
             h = torch.addmm(per_state.index_select(0, owner) + per_pair.index_select(0, pair), both, w_sa.T)
             scores.append(lin + out(torch.relu(h)).squeeze(-1))
         return torch.cat(scores), state
-
-
-def _flat(arrays: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Concatenation and lengths of ragged arrays."""
-    lengths = np.fromiter(map(len, arrays), dtype=np.int64, count=len(arrays))
-    return (np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)), lengths
 
 
 def _offsets(*lengths: np.ndarray) -> np.ndarray:
@@ -425,32 +495,33 @@ class FeaturisedPolicy:
                 part = known[key] = cache.parts(inp, key[2])
             parts.append(part)
         goal_rows, obs_rows, set_rows, past_rows, lasts, recents, seen, counts = zip(*parts, strict=True)
-        sets = [cache.set_rows[k] for k in set_rows]
+        set_table = cache.set_rows
         sizes = np.fromiter(map(len, counts), dtype=np.int64, count=len(counts))
-        role = np.concatenate([s.roles for s in sets])
-        verb = np.concatenate([s.verbs for s in sets])
+        candidate_pairs = np.concatenate([set_table[k].pairs for k in set_rows])
+        role = cache.pair_role.values[candidate_pairs]
+        verb = cache.pair_verb.values[candidate_pairs]
         count = _COUNT[np.concatenate(counts)]
         last = np.repeat(np.array(lasts, dtype=np.int64), sizes)
         own = np.stack([count, _cross(role, count), _cross(role, last),
                         _cross(verb, _SEEN[np.concatenate(seen)])], axis=1)
 
-        pairs, pair = _rows(np.concatenate([s.pairs for s in sets]))  # distinct (goal, candidate) pairs
+        pairs, pair = _rows(candidate_pairs)  # distinct (goal, candidate) pairs
         past_keys, past_bag = _rows(role << 31 | np.repeat(np.array(past_rows, dtype=np.int64), sizes))
         obs_rows = np.array(obs_rows, dtype=np.int64)
         obs_keys, obs_bag = _rows(verb << 31 | np.repeat(obs_rows, sizes))
-        static, static_len = _flat([cache.pairs[k].linear_ids for k in pairs])
-        past_sets, past_len = _flat([cache.past_sets[k] for k in past_keys & 0x7FFFFFFF])
-        heads, head_len = _flat([cache.observations[k].head for k in obs_keys & 0x7FFFFFFF])
+        static, static_len = cache.pair_linear.gather(pairs)
+        past_sets, past_len = cache.past_sets.gather(past_keys & 0x7FFFFFFF)
+        heads, head_len = cache.observation_ids.gather(obs_keys & 0x7FFFFFFF, OBS_WORDS)
         # one EmbeddingBag input for the shared linear bags: pairs' static bags, then the two kinds of crosses
         bag_idx = np.concatenate([static,
                                   _linear_ids(_cross(np.repeat(_cross(past_keys >> 31, _HX), past_len), past_sets)),
                                   _linear_ids(_cross(np.repeat(obs_keys >> 31, head_len), heads))])
-        act_idx, act_len = _flat([cache.pairs[k].deep_ids for k in pairs])
+        act_idx, act_len = cache.pair_deep.gather(pairs)
         # the state bag's three parts: per distinct goal, per distinct observation, per input
         goal_rows, goal_of = _rows(np.array(goal_rows, dtype=np.int64))
         state_rows, state_of = _rows(obs_rows)
-        goal_ids, goal_len = _flat([cache.goal_rows[k].ids for k in goal_rows])
-        obs_ids, obs_len = _flat([cache.observations[k].ids for k in state_rows])
+        goal_ids, goal_len = cache.goal_ids.gather(goal_rows)
+        obs_ids, obs_len = cache.observation_ids.gather(state_rows)
         recent = _cross(_HS, np.fromiter(itertools.chain.from_iterable(recents), dtype=np.int64))
         recent_len = np.fromiter(map(len, recents), dtype=np.int64, count=len(recents))
         state_idx = np.concatenate([goal_ids, obs_ids, recent]) & (EMBED_BUCKETS - 1)
