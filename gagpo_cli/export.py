@@ -19,11 +19,12 @@ What is written, into a hidden temporary folder renamed into place (``gagpo_core
 The generation config samples as the run evaluated (``Policy.generate``): plain softmax at
 ``rollout.eval_temperature`` (greedy at 0), no top-k / top-p, ``rollout.max_new_tokens`` new tokens,
 stopping at every EOS id the policy stops at. The model was trained on the toolkit's prompts
-(``train/prompts.py``): ``gagpo eval --policy OUT --env ENV`` plays it with them.
+(``train/acting/prompts.py``): ``gagpo eval --policy OUT --env ENV`` plays it with them.
 
-Refused: the featurised ``bow-mlp`` policy (no transformers model) and a LoRA run with
-``model.lora_scope: action`` (the prompt is read without the adapter, the action tokens with it: no
-one set of weights, merged or adapter, acts like that policy).
+Refused: a policy kind that is not a transformers model (``bow-mlp``; ``exportable`` in
+``train/policies/kinds.py``) and a LoRA run with ``model.lora_scope: action`` (the prompt is read
+without the adapter, the action tokens with it: no one set of weights, merged or adapter, acts like
+that policy).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from gagpo_cli.train.checkpoint import (
     list_checkpoints,
     verify_checkpoint,
 )
-from gagpo_cli.train.policies.bow_mlp import ALIAS as FEATURISED
+from gagpo_cli.train.policies.kinds import policy_kind
 from gagpo_cli.train.policies.lm import ADAPTER_FILE, FULL_WEIGHTS_FILE
 from gagpo_core.atomic import atomic_write_dir
 
@@ -70,9 +71,10 @@ def export_run(run: Path, out: Path, *, iteration: int | None = None, adapter_on
     anything is written."""
     run_dir, iteration = _run_and_iteration(Path(run), iteration)
     cfg = load_config(run_dir / "config.yaml")
-    if cfg.model.name == FEATURISED:
-        raise UsageError(f"run {run_dir} trained the featurised '{FEATURISED}' policy, which is not a "
-                         "transformers model and cannot be exported")
+    kind = policy_kind(cfg.model.name)
+    if not kind.exportable:
+        raise UsageError(f"run {run_dir} trained the {kind.label}, which is not a transformers model and "
+                         "cannot be exported")
     if cfg.model.lora and cfg.model.lora_scope == "action":
         raise UsageError(f"run {run_dir} trained with model.lora_scope=action (the base model reads the prompt, "
                          "the adapter only the action tokens); no single model acts like that, so it cannot be "

@@ -8,10 +8,11 @@ import pytest
 import torch
 from tiny_model import tiny_policy
 
-import gagpo_cli.train.policies.lm as policy_module
+import gagpo_cli.train.policies.lm_score as lm_score
 from gagpo_cli.config import ModelConfig
 from gagpo_cli.train.acting.prompts import SCORE_CLOSE, SCORE_OPEN, candidate_text, render_score_prompt
-from gagpo_cli.train.policies.lm import Policy, length_buckets
+from gagpo_cli.train.policies.lm import Policy
+from gagpo_cli.train.policies.lm_score import length_buckets
 from gagpo_cli.train.policies.scoring import ActionScorer, ScoreInput
 
 FULL = ModelConfig(name="tiny-random", lora=False, dtype="float32", device="cpu")
@@ -226,7 +227,7 @@ def test_chunked_projection_without_gradients_equals_the_one_shot_one(monkeypatc
     _perturb(policy)
     inputs = _inputs()
     whole = [row.detach() for row in policy.score_actions(inputs).logits]  # grad enabled: one chunk
-    monkeypatch.setattr(policy_module, "HEAD_CHUNK_ROWS", 3)
+    monkeypatch.setattr(lm_score, "HEAD_CHUNK_ROWS", 3)
     with torch.no_grad():
         chunked = policy.score_actions(inputs).logits
     for a, b in zip(whole, chunked, strict=True):

@@ -9,8 +9,9 @@
   task up to ``trials`` times, with its self-reflections on the earlier failures in the prompt
   (``reflexion.run_trials``).
 
-The prompting agents need a model that writes text (generate mode): a score-mode run (and the
-featurised ``bow-mlp``, score mode only) has no thoughts to write.
+The prompting agents need a model that writes text (generate mode): a score-mode run (and a policy
+kind that only scores, such as ``bow-mlp``: ``writes_text`` in ``train/policies/kinds.py``) has no
+thoughts to write.
 """
 
 from __future__ import annotations
@@ -42,11 +43,10 @@ def check_generates(name: str, action_mode: str, model_name: str = "") -> None:
     """``--agent react|reflexion`` needs a model in generate mode; anything else is a ``UsageError``."""
     if name == "plain" or action_mode != "score":
         return
-    what = (
-        "the featurised policy bow-mlp only ranks admissible actions"
-        if model_name == "bow-mlp"
-        else ("this run ranks admissible actions (rollout.action_mode=score)")
-    )
+    from gagpo_cli.train.policies.kinds import policy_kind
+
+    refusal = policy_kind(model_name).mode_refusal("generate")
+    what = refusal or "this run ranks admissible actions (rollout.action_mode=score)"
     raise UsageError(f"--agent {name} needs a model that writes its thoughts, but {what}: use --agent plain")
 
 

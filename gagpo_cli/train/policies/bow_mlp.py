@@ -470,6 +470,11 @@ class FeaturisedPolicy:
     def load(cls, cfg: Any, *, seed: int = 0) -> FeaturisedPolicy:
         return cls(cfg, seed=seed)
 
+    @classmethod
+    def device_for(cls, cfg: Any) -> torch.device:
+        """Where it runs, before loading: always the CPU."""
+        return torch.device("cpu")
+
     # ------------------------------------------------------------------------------ features
 
     def features(self, inputs: Sequence[ScoreInput], keys: Sequence[tuple] | None = None) -> dict[str, torch.Tensor]:

@@ -11,54 +11,35 @@ plus ``sync()``, called after every policy update (and after a resume) so that t
 uses the new weights, and ``close()``. Training (log-probs, gradients, checkpoints) always stays with
 the ``Policy``, so records are the same whichever engine generated.
 
-Engines (``rollout.engine``):
-- ``hf``: the policy's own batched transformers generation (``Policy.generate``);
-- ``vllm``: vLLM's offline ``LLM`` engine in the trainer's process (``engines.vllm``), needs vLLM;
-- ``auto``: ``vllm`` where vLLM is installed and usable for this model, else ``hf``; says which.
+Engines (``rollout.engine``), the rows of ``ENGINES``:
+- ``hf``: the policy's own batched transformers generation (``engines/hf.py``, ``Policy.generate``);
+- ``vllm``: vLLM's offline ``LLM`` engine in the trainer's process (``engines/vllm.py``), needs vLLM;
+- ``auto``: the first of ``AUTO_PREFERENCE`` usable for this model (``vllm`` where vLLM is installed and
+  the model is a folder, else ``hf``); says which and why.
+
+Adding an engine is one file and one row: a module in this folder with a class that has the surface
+``base.RolloutEngine`` names (``label``, ``needs_folder``, ``setup``, ``problem()``, ``open(...)`` and the
+acting methods), and its row in ``ENGINES``.
 """
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
-from typing import Any, Protocol
-
-import torch
+from typing import Any
 
 from gagpo_cli.errors import UsageError
+from gagpo_cli.train.acting.engines.base import EngineError, RolloutEngine
+from gagpo_cli.train.acting.engines.hf import HFEngine
+from gagpo_cli.train.acting.engines.vllm import VLLM_SETUP, VLLMEngine, vllm_problem
 
-ENGINE_NAMES = ("auto", "hf", "vllm")
-VLLM_SETUP = "bash scripts/setup_vllm.sh"  # the one documented setup line (a separate venv with vLLM)
+__all__ = ["AUTO_PREFERENCE", "ENGINES", "VLLM_SETUP", "EngineError", "RolloutEngine", "build_engine", "check_engine",
+           "choose_engine", "model_folder", "open_engine", "vllm_problem"]
 
-
-class EngineError(RuntimeError):
-    """An engine failed while generating; the message names the engine."""
-
-
-class RolloutEngine(Protocol):
-    """What generates actions (see the module docstring)."""
-
-    name: str
-
-    def chat_prompt(self, user_text: str) -> list[int]: ...
-
-    def generate(self, prompts: list[list[int]], *, temperature: float, max_new_tokens: int,
-                 generator: torch.Generator | None = None) -> list[Any]: ...
-
-    def sync(self) -> None: ...
-
-    def close(self) -> None: ...
-
-
-def vllm_problem() -> str | None:
-    """Why vLLM cannot be used in this environment, or None when it imports."""
-    if importlib.util.find_spec("vllm") is None:
-        return "vLLM is not installed"
-    try:
-        import vllm  # noqa: F401
-    except Exception as exc:  # a broken install: any import failure means "not usable"
-        return f"vLLM is installed but does not import ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
-    return None
+ENGINES: dict[str, type[RolloutEngine]] = {
+    "hf": HFEngine,
+    "vllm": VLLMEngine,
+}
+AUTO_PREFERENCE = ("vllm", "hf")  # ``auto`` takes the first one usable here (the last, hf, always is)
 
 
 def model_folder(name: str) -> Path | None:
@@ -74,52 +55,59 @@ def model_folder(name: str) -> Path | None:
 
 
 def check_engine(requested: str) -> None:
-    """Early check of ``rollout.engine`` (before any model is loaded): an unknown name, or ``vllm``
-    without a usable vLLM, is a ``UsageError``; the latter carries the setup line to run."""
-    if requested not in ENGINE_NAMES:
-        raise UsageError(f"rollout.engine must be one of {', '.join(ENGINE_NAMES)}, got '{requested}'")
-    if requested == "vllm":
-        problem = vllm_problem()
-        if problem is not None:
-            raise UsageError(f"rollout.engine=vllm: {problem}; set it up with `{VLLM_SETUP}` "
-                             "(a separate virtual environment) or use rollout.engine=hf")
+    """Early check of ``rollout.engine`` (before any model is loaded): an unknown name, or an engine
+    that cannot run here (``vllm`` without a usable vLLM), is a ``UsageError``; the latter carries the
+    setup line to run."""
+    if requested != "auto" and requested not in ENGINES:
+        raise UsageError(f"rollout.engine must be one of {', '.join(['auto', *ENGINES])}, got '{requested}'")
+    if requested == "auto":
+        return
+    engine = ENGINES[requested]
+    problem = engine.problem()
+    if problem is not None:
+        raise UsageError(f"rollout.engine={requested}: {problem}; set it up with `{engine.setup}` "
+                         "(a separate virtual environment) or use rollout.engine=hf")
+
+
+def _unusable(name: str, model_name: str) -> str | None:
+    """Why engine ``name`` cannot act for model ``model_name`` here, or None when it can."""
+    engine = ENGINES[name]
+    problem = engine.problem()
+    if problem is None and engine.needs_folder and model_folder(model_name) is None:
+        problem = f"model '{model_name}' is not a folder {engine.label} can load"
+    return problem
 
 
 def choose_engine(requested: str, model_name: str) -> tuple[str, str]:
-    """(engine name, reason) for ``rollout.engine=requested`` once the model is on disk. ``vllm``
-    without a usable vLLM or a model folder is a ``UsageError`` (see ``check_engine``)."""
+    """(engine name, reason) for ``rollout.engine=requested`` once the model is on disk. An engine
+    asked for by name that cannot run, or needs a model folder there is not, is a ``UsageError``."""
     check_engine(requested)
-    if requested == "hf":
-        return "hf", "asked for"
-    problem = vllm_problem()
-    if requested == "vllm":
-        if model_folder(model_name) is None:
-            raise UsageError(f"rollout.engine=vllm: model '{model_name}' is not a local model folder vLLM "
-                             "can load (a built-in alias, once cached, or a folder with config.json)")
-        return "vllm", "asked for"
-    if problem is not None:
-        return "hf", f"auto: {problem}"
-    if model_folder(model_name) is None:
-        return "hf", f"auto: model '{model_name}' is not a folder vLLM can load"
-    return "vllm", "auto: vLLM is installed"
+    if requested != "auto":
+        engine = ENGINES[requested]
+        if engine.needs_folder and model_folder(model_name) is None:
+            raise UsageError(f"rollout.engine={requested}: model '{model_name}' is not a local model folder "
+                             f"{engine.label} can load (a built-in alias, once cached, or a folder with config.json)")
+        return requested, "asked for"
+    skipped: list[str] = []
+    for name in AUTO_PREFERENCE:
+        problem = _unusable(name, model_name)
+        if problem is None:
+            return name, f"auto: {skipped[0]}" if skipped else f"auto: {ENGINES[name].label} is installed"
+        skipped.append(problem)
+    raise UsageError(f"rollout.engine=auto: no engine can act for model '{model_name}' ({skipped[0]})")
 
 
 def build_engine(name: str, policy: Any, model_name: str, options: dict[str, Any] | None = None) -> RolloutEngine:
-    """The engine ``name`` (``hf`` or ``vllm``, as ``choose_engine`` returned) acting for ``policy``."""
-    if name == "hf":
-        if options:
-            raise UsageError(f"rollout.engine_options: the hf engine takes none, got {', '.join(sorted(options))}")
-        from gagpo_cli.train.acting.engines.hf import HFEngine
-
-        return HFEngine(policy)
-    if name == "vllm":
-        from gagpo_cli.train.acting.engines.vllm import VLLMEngine
-
+    """The engine ``name`` (a row of ``ENGINES``, as ``choose_engine`` returned) acting for ``policy``."""
+    engine = ENGINES.get(name)
+    if engine is None:
+        raise UsageError(f"unknown rollout engine '{name}' ({', '.join(ENGINES)})")
+    folder: Path | None = None
+    if engine.needs_folder:
         folder = model_folder(model_name)
         if folder is None:
-            raise UsageError(f"rollout.engine=vllm: model '{model_name}' is not a local model folder")
-        return VLLMEngine(policy, folder, options=dict(options or {}))
-    raise UsageError(f"unknown rollout engine '{name}' (hf, vllm)")
+            raise UsageError(f"rollout.engine={name}: model '{model_name}' is not a local model folder")
+    return engine.open(policy, folder, dict(options or {}))
 
 
 def open_engine(requested: str, policy: Any, model_name: str, options: dict[str, Any] | None = None,

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from gagpo_cli.train.acting.engines import EngineError
+from gagpo_cli.errors import UsageError
+from gagpo_cli.train.acting.engines.base import EngineError
 
 
 class HFEngine:
@@ -14,9 +16,24 @@ class HFEngine:
     weights, so ``sync`` has nothing to do."""
 
     name = "hf"
+    label = "transformers"
+    needs_folder = False  # generates with the policy's own model in memory
+    setup = ""
 
     def __init__(self, policy: Any) -> None:
         self.policy = policy
+
+    @staticmethod
+    def problem() -> str | None:
+        """Always usable: it needs nothing the trainer does not."""
+        return None
+
+    @classmethod
+    def open(cls, policy: Any, folder: Path | None, options: dict[str, Any]) -> HFEngine:
+        """The engine for ``policy``; it takes no ``rollout.engine_options``."""
+        if options:
+            raise UsageError(f"rollout.engine_options: the hf engine takes none, got {', '.join(sorted(options))}")
+        return cls(policy)
 
     def chat_prompt(self, user_text: str) -> list[int]:
         return self.policy.chat_prompt(user_text)

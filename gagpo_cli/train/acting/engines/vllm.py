@@ -28,6 +28,7 @@ the rest to training; on CPU the KV cache is ``VLLM_CPU_KVCACHE_SPACE`` GiB (def
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import shutil
 import sys
@@ -39,8 +40,9 @@ from typing import Any
 import torch
 
 from gagpo_cli.errors import UsageError
-from gagpo_cli.train.acting.engines import EngineError
+from gagpo_cli.train.acting.engines.base import EngineError
 
+VLLM_SETUP = "bash scripts/setup_vllm.sh"  # the one documented setup line (a separate venv with vLLM)
 GPU_MEMORY_SHARE = 0.3  # of the GPU for vLLM (weights + KV cache); the trainer keeps the rest
 LORA_SYNC_MODES = ("adapter", "merged")
 
@@ -96,10 +98,30 @@ def _modules_vllm_cannot_scan() -> Iterator[None]:
         sys.modules.update(hidden)
 
 
+def vllm_problem() -> str | None:
+    """Why vLLM cannot be used in this environment, or None when it imports."""
+    if importlib.util.find_spec("vllm") is None:
+        return "vLLM is not installed"
+    try:
+        import vllm  # noqa: F401
+    except Exception as exc:  # a broken install: any import failure means "not usable"
+        return f"vLLM is installed but does not import ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
+    return None
+
+
 class VLLMEngine:
     """Generates with ``vllm.LLM`` for ``policy`` (see the module docstring)."""
 
     name = "vllm"
+    label = "vLLM"
+    needs_folder = True  # vLLM loads the base weights from the model's folder
+    setup = VLLM_SETUP
+    problem = staticmethod(vllm_problem)
+
+    @classmethod
+    def open(cls, policy: Any, folder: Path | None, options: dict[str, Any]) -> VLLMEngine:
+        """The engine for ``policy`` over the model folder ``folder``; ``options`` go to ``vllm.LLM``."""
+        return cls(policy, folder, options=dict(options))
 
     def __init__(self, policy: Any, model_dir: Path, *, options: dict[str, Any] | None = None) -> None:
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB of KV cache on CPU
@@ -184,7 +206,7 @@ class VLLMEngine:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
-        from gagpo_cli.train.policies.lm import Generation
+        from gagpo_cli.train.policies.lm_generate import Generation
 
         if temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {temperature}")

@@ -1,0 +1,123 @@
+"""Generate mode of the language model: one sampled response per prompt, all prompts in one batched
+loop with a KV cache (``GenerationMixin.generate``, part of ``lm.Policy``)."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from gagpo_cli.train.policies.padding import pad_tokens
+
+
+@dataclass
+class Generation:
+    """One generated response."""
+
+    prompt_ids: list[int]
+    response_ids: list[int]  # generated ids, EOS included if emitted, no padding
+    text: str  # decoded response, special tokens stripped
+    truncated: bool  # stopped by max_new_tokens
+    logprobs: list[float] | None = None  # log pi_T(token | prefix) of each sampled token; None when greedy
+
+
+def forward_kwarg_names(model: nn.Module) -> tuple[str, str]:
+    """Names of the KV-cache and logits-to-keep arguments (transformers renamed both across versions)."""
+    params = inspect.signature(model.forward).parameters
+    cache = "cache" if "cache" in params else "past_key_values"
+    keep = "logits_to_keep" if "logits_to_keep" in params else "num_logits_to_keep"
+    return cache, keep
+
+
+def new_cache(model: nn.Module):
+    """An empty dynamic KV cache for ``model``."""
+    from transformers import DynamicCache
+
+    try:
+        return DynamicCache(config=model.config)
+    except TypeError:  # transformers < 4.56 builds caches without a config
+        return DynamicCache()
+
+
+def sample_tokens(logits: torch.Tensor, temperature: float,
+                  generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The sampled tokens of (B, V) next-token logits and their log-probs under softmax(logits / T)
+    (greedy argmax and None at T = 0)."""
+    if temperature == 0:
+        return logits.argmax(-1), None
+    scaled = logits.float() / temperature
+    probs = torch.softmax(scaled, dim=-1)
+    if generator is not None and generator.device != probs.device:
+        token = torch.multinomial(probs.to(generator.device), 1, generator=generator).squeeze(-1).to(probs.device)
+    else:
+        token = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    return token, torch.log_softmax(scaled, dim=-1).gather(-1, token[:, None]).squeeze(-1)
+
+
+class GenerationMixin:
+    """``generate`` for ``lm.Policy``, which provides ``base_model``, ``tokenizer``, ``pad_id``,
+    ``eos_ids``, ``device``, ``autocast()`` and the forward keyword names ``cache_arg`` / ``keep_arg``."""
+
+    @torch.no_grad()
+    def generate(self, prompts: list[list[int]], *, temperature: float, max_new_tokens: int,
+                 generator: torch.Generator | None = None) -> list[Generation]:
+        """Sample one response per prompt, all prompts in ONE batched loop with a KV cache.
+
+        Left padding; each row stops at its first EOS (kept in ``response_ids``) or at
+        ``max_new_tokens``; finished rows leave the batch (their cache rows are dropped).
+        Temperature 0 is greedy. Deterministic for a given ``generator`` state. Each sampled token's
+        log-prob at the temperature is kept in ``Generation.logprobs``.
+        """
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        if any(len(p) == 0 for p in prompts):
+            raise ValueError("generate: every prompt needs at least one token")
+        n = len(prompts)
+        responses: list[list[int]] = [[] for _ in range(n)]
+        logprobs: list[list[float]] | None = None if temperature == 0 else [[] for _ in range(n)]
+        truncated = [False] * n
+        if n == 0 or max_new_tokens <= 0:
+            return self._generations(prompts, responses, [max_new_tokens <= 0] * n, logprobs)
+
+        input_ids, mask = pad_tokens(prompts, self.pad_id, left=True)
+        input_ids, mask = input_ids.to(self.device), mask.to(self.device)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        eos = torch.tensor(self.eos_ids, device=self.device)
+        model = self.base_model
+        cache = new_cache(model)
+        live = torch.arange(n, device=self.device)  # original row of each current batch row
+        next_pos = positions[:, -1] + 1
+        with self.autocast():
+            out = model(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True,
+                        **{self.cache_arg: cache, self.keep_arg: 1})
+            for step in range(max_new_tokens):
+                token, token_logp = sample_tokens(out.logits[:, -1, :], temperature, generator)
+                for row, tok in zip(live.tolist(), token.tolist(), strict=True):
+                    responses[row].append(tok)
+                if logprobs is not None:
+                    for row, lp in zip(live.tolist(), token_logp.tolist(), strict=True):
+                        logprobs[row].append(lp)
+                done = torch.isin(token, eos)
+                if step == max_new_tokens - 1:
+                    for row in live[~done].tolist():
+                        truncated[row] = True
+                    break
+                if done.all():
+                    break
+                if done.any():  # drop finished rows from the batch and the cache
+                    keep = (~done).nonzero().squeeze(-1)
+                    cache.batch_select_indices(keep)
+                    live, token, mask, next_pos = live[keep], token[keep], mask[keep], next_pos[keep]
+                mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
+                out = model(input_ids=token[:, None], attention_mask=mask, position_ids=next_pos[:, None],
+                            use_cache=True, **{self.cache_arg: cache})
+                next_pos = next_pos + 1
+        return self._generations(prompts, responses, truncated, logprobs)
+
+    def _generations(self, prompts, responses, truncated, logprobs) -> list[Generation]:
+        return [Generation(prompt_ids=list(p), response_ids=r, truncated=t,
+                           text=self.tokenizer.decode(r, skip_special_tokens=True),
+                           logprobs=None if logprobs is None else logprobs[i])
+                for i, (p, r, t) in enumerate(zip(prompts, responses, truncated, strict=True))]

@@ -1,0 +1,73 @@
+"""The rollout-engine table: every row declares how it is built and checked, ``auto`` always finds one,
+and a new engine is one class plus one row (no name is special-cased elsewhere)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from tiny_model import tiny_policy
+
+from gagpo_cli.errors import UsageError
+from gagpo_cli.train.acting.engines import AUTO_PREFERENCE, ENGINES, check_engine, choose_engine, open_engine
+
+
+class EchoEngine:
+    """A one-file engine for the test: it answers every prompt with the prompt's last token."""
+
+    name = "echo"
+    label = "Echo"
+    needs_folder = False
+    setup = "pip install echo"
+    missing: str | None = None  # what problem() reports (set by the tests)
+
+    def __init__(self, policy: Any, options: dict[str, Any]) -> None:
+        self.policy, self.options = policy, options
+
+    @classmethod
+    def problem(cls) -> str | None:
+        return cls.missing
+
+    @classmethod
+    def open(cls, policy: Any, folder: Any, options: dict[str, Any]) -> EchoEngine:
+        return cls(policy, options)
+
+    def chat_prompt(self, user_text: str) -> list[int]:
+        return self.policy.chat_prompt(user_text)
+
+    def generate(self, prompts, *, temperature, max_new_tokens, generator=None) -> list[list[int]]:
+        return [[p[-1]] for p in prompts]
+
+    def sync(self) -> None:
+        """Nothing to sync."""
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def test_every_row_declares_how_it_is_built_and_checked():
+    for name, engine in ENGINES.items():
+        assert engine.name == name and engine.label and isinstance(engine.needs_folder, bool)
+        assert isinstance(engine.setup, str) and callable(engine.problem) and callable(engine.open)
+        for method in ("chat_prompt", "generate", "sync", "close"):
+            assert callable(getattr(engine, method, None)), (name, method)
+    assert set(AUTO_PREFERENCE) <= set(ENGINES)
+    last = ENGINES[AUTO_PREFERENCE[-1]]  # auto's last resort acts for any model here
+    assert last.problem() is None and not last.needs_folder
+
+
+def test_a_new_engine_is_one_row(monkeypatch):
+    monkeypatch.setitem(ENGINES, "echo", EchoEngine)
+    policy = tiny_policy()
+    engine = open_engine("echo", policy, "tiny-random", {"width": 3}, quiet=True)
+    assert isinstance(engine, EchoEngine) and engine.options == {"width": 3}
+    assert engine.generate([[5, 6, 7]], temperature=0.0, max_new_tokens=1) == [[7]]
+    with pytest.raises(UsageError, match="auto, hf, vllm, echo"):
+        check_engine("sglang")
+    monkeypatch.setattr(EchoEngine, "missing", "echo is not installed")
+    with pytest.raises(UsageError, match="rollout.engine=echo: echo is not installed; set it up with `pip install echo`"):
+        choose_engine("echo", "tiny-random")
+    monkeypatch.setattr("gagpo_cli.train.acting.engines.AUTO_PREFERENCE", ("echo", "hf"))
+    assert choose_engine("auto", "tiny-random") == ("hf", "auto: echo is not installed")
+    monkeypatch.setattr(EchoEngine, "missing", None)
+    assert choose_engine("auto", "tiny-random") == ("echo", "auto: Echo is installed")

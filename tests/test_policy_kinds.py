@@ -1,0 +1,83 @@
+"""The policy-kind table is consistent: every kind's class imports and loads, acts in exactly the action
+modes it declares (and offers the Protocol each needs), and any other model name is a language model."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tiny_model import tiny_model, tiny_tokenizer
+
+from gagpo_cli.config import ModelConfig
+from gagpo_cli.errors import UsageError
+from gagpo_cli.models import ModelUnavailableError
+from gagpo_cli.prompting import check_generates
+from gagpo_cli.train.policies.kinds import LANGUAGE_MODEL, POLICY_KINDS, PolicyKind, load_policy, policy_kind
+from gagpo_cli.train.policies.lm import Policy
+from gagpo_cli.train.policies.protocol import GeneratingPolicy, ScoringPolicy, TrainablePolicy
+from gagpo_cli.train.policies.scoring import ACTION_MODES, ScoreInput
+
+KINDS = [*POLICY_KINDS.values(), LANGUAGE_MODEL]
+STEP = ScoreInput("corridor", "reach the end", "You are at 1.", [], 0, ("right", "left", "wait"))
+
+
+@pytest.fixture(scope="module")
+def model_folder(tmp_path_factory):
+    """A tiny language model saved as a transformers folder (what any non-table ``model.name`` loads)."""
+    folder = tmp_path_factory.mktemp("tiny-lm")
+    tokenizer = tiny_tokenizer()
+    tiny_model(len(tokenizer)).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _name(kind: PolicyKind, folder) -> str:
+    return str(folder) if kind is LANGUAGE_MODEL else kind.name
+
+
+def test_every_row_is_keyed_by_its_name_and_declares_known_modes():
+    for name, kind in POLICY_KINDS.items():
+        assert kind.name == name and policy_kind(name) is kind
+    for kind in KINDS:
+        assert kind.action_modes and set(kind.action_modes) <= set(ACTION_MODES), kind.name
+        assert callable(getattr(kind.policy_class(), "load", None)), kind.name
+        assert kind.writes_text == ("generate" in kind.action_modes)
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.name)
+def test_every_kind_loads_and_acts_in_exactly_its_declared_modes(kind, model_folder):
+    cfg = ModelConfig(name=_name(kind, model_folder), dtype="float32", device="cpu", lora_rank=4, lora_alpha=8)
+    policy = load_policy(cfg, seed=0)
+    assert isinstance(policy, kind.policy_class()) and isinstance(policy, TrainablePolicy)
+    assert policy.device == kind.device(cfg)  # known before loading
+    assert tuple(policy.action_modes) == kind.action_modes
+    assert policy.trainable_parameters()
+    assert isinstance(policy, ScoringPolicy) == ("score" in kind.action_modes)
+    assert isinstance(policy, GeneratingPolicy) == ("generate" in kind.action_modes)
+    if "score" in kind.action_modes:
+        with torch.no_grad():
+            out = policy.score_actions([STEP], with_state=True)
+        assert out.logits[0].shape == (3,) and out.state.shape == (1, policy.hidden_size)
+    if "generate" in kind.action_modes:
+        (gen,) = policy.generate([policy.chat_prompt("go east")], temperature=0.0, max_new_tokens=3)
+        assert 1 <= len(gen.response_ids) <= 3
+    for mode in ACTION_MODES:
+        refusal = kind.mode_refusal(mode)
+        assert (refusal is None) == (mode in kind.action_modes), (kind.name, mode)
+
+
+def test_a_kind_that_only_scores_is_refused_where_text_is_written():
+    score_only = [k for k in KINDS if not k.writes_text]
+    assert score_only  # bow-mlp
+    for kind in score_only:
+        assert kind.mode_refusal("generate") == f"the {kind.label} only ranks admissible actions"
+        with pytest.raises(UsageError, match=f"{kind.label} only ranks admissible actions"):
+            check_generates("react", "score", kind.name)
+
+
+def test_any_other_model_name_goes_to_the_language_model_loader(model_folder, tmp_path):
+    for name in ("smollm2-135m-instruct", "Qwen/Qwen2.5-1.5B-Instruct", str(model_folder), "BOW-MLP"):
+        assert policy_kind(name) is LANGUAGE_MODEL
+    assert LANGUAGE_MODEL.exportable and LANGUAGE_MODEL.model_source
+    assert type(load_policy(ModelConfig(name=str(model_folder), device="cpu", dtype="float32"))) is Policy
+    with pytest.raises(ModelUnavailableError, match="no-such-model"):  # the LM loader's own error
+        load_policy(ModelConfig(name=str(tmp_path / "no-such-model"), device="cpu"))
