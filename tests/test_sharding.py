@@ -26,13 +26,15 @@ RANK_MICRO_BATCHES = [[[0, 1], [2], [3]], [[4, 5]]]  # rank 0 runs 3 micro-batch
 LR, MAX_NORM, STEPS = 0.01, 0.02, 2
 
 
-def _model(lora: bool):
+def _model(lora: bool, bf16_base: bool = False):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
     config = LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
     model = LlamaForCausalLM(config)
+    if bf16_base:  # a GPU's LoRA layout: bf16 base, float32 adapters (peft's default)
+        model = model.to(torch.bfloat16)
     if lora:
         from peft import LoraConfig, get_peft_model
 
@@ -55,19 +57,23 @@ def _batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return ids, response, weights
 
 
-def _loss_share(model, rows: list[int], total_tokens: float) -> torch.Tensor:
-    """The policy's pattern: the decoder and the float32 output projection called directly (inside
-    ``root_call``), a weighted log-prob sum over these rows divided by the WHOLE batch's token count."""
-    ids, response, weights = _batch()
-    ids, response, weights = ids[rows], response[rows], weights[rows]
+def _logits(model, ids: torch.Tensor) -> torch.Tensor:
+    """The policy's pattern: the decoder and the float32 output projection called directly, inside
+    ``root_call``."""
     lm = sharding.causal_lm(model)
 
     def logits_of(input_ids):
         hidden = lm.get_decoder()(input_ids=input_ids, use_cache=False).last_hidden_state
         return F.linear(hidden[:, :-1].float(), lm.get_output_embeddings().weight.float())
 
-    logits = sharding.root_call(model, logits_of, ids)
-    logprobs = F.log_softmax(logits, -1).gather(-1, ids[:, 1:, None]).squeeze(-1)
+    return sharding.root_call(model, logits_of, ids)
+
+
+def _loss_share(model, rows: list[int], total_tokens: float) -> torch.Tensor:
+    """A weighted log-prob sum over these rows divided by the WHOLE batch's token count."""
+    ids, response, weights = _batch()
+    ids, response, weights = ids[rows], response[rows], weights[rows]
+    logprobs = F.log_softmax(_logits(model, ids), -1).gather(-1, ids[:, 1:, None]).squeeze(-1)
     return -(logprobs * response[:, 1:] * weights[:, None]).sum() / total_tokens
 
 
@@ -97,17 +103,25 @@ def _optimizer(model) -> torch.optim.Optimizer:
     return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=LR, weight_decay=0.1)
 
 
-def _one_process(lora: bool, steps: int) -> dict[str, list]:
-    """The reference: one process, the whole batch in one micro-batch: the gradient norm, the clipped
-    gradients and the weights after each step."""
-    model = _model(lora)
+def _train(model, micro_batches: list[list[int]], ctx: Dist, *, bf16_autocast: bool = False,
+           save_to: Path | None = None) -> dict[str, list]:
+    """``STEPS`` updates: the gradient norm, the clipped gradients and the full weights (on rank 0)
+    after each; with ``save_to``, a sharded checkpoint after the first."""
     optimizer = _optimizer(model)
-    out: dict[str, list] = {"norms": [], "grads": [], "weights": []}
-    for _ in range(steps):
-        out["norms"].append(_step(model, optimizer, [list(range(len(ROWS)))], Dist()))
-        out["grads"].append(_grads(model))
-        out["weights"].append({k: v.detach().clone() for k, v in model.state_dict().items()})
-    return out
+    run: dict[str, list] = {"norms": [], "grads": [], "weights": []}
+    for step in range(STEPS):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16_autocast):
+            run["norms"].append(_step(model, optimizer, micro_batches, ctx))
+        run["grads"].append(_grads(model))
+        run["weights"].append(sharding.full_state_dict(model, ctx))
+        if step == 0 and save_to is not None:
+            sharding.save_sharded(save_to, model, optimizer, ctx)
+    return run
+
+
+def _one_process(lora: bool, bf16_base: bool = False) -> dict[str, list]:
+    """The reference: one process, the whole batch in one micro-batch."""
+    return _train(_model(lora, bf16_base), [list(range(len(ROWS)))], Dist(), bf16_autocast=bf16_base)
 
 
 def _greedy(model, prompt: list[int], new_tokens: int, ctx: Dist, steps: int) -> list[int]:
@@ -141,15 +155,7 @@ def _worker(rank: int, port: int, out: str) -> None:
     result: dict[str, object] = {}
     for case, lora, checkpointing in (("full", False, False), ("lora", True, True)):
         model = sharding.shard_model(_model(lora), ctx, activation_checkpointing=checkpointing)
-        optimizer = _optimizer(model)
-        run: dict[str, list] = {"norms": [], "grads": [], "weights": []}
-        for step in range(STEPS):
-            run["norms"].append(_step(model, optimizer, RANK_MICRO_BATCHES[rank], ctx))
-            run["grads"].append(_grads(model))
-            run["weights"].append(sharding.full_state_dict(model, ctx))
-            if step == 0:
-                sharding.save_sharded(Path(out) / f"ckpt-{case}", model, optimizer, ctx)
-        result[case] = run
+        result[case] = _train(model, RANK_MICRO_BATCHES[rank], ctx, save_to=Path(out) / f"ckpt-{case}")
         # Resume: a fresh sharded model and optimizer loaded from the step-1 checkpoint take step 2.
         fresh = sharding.shard_model(_model(lora), ctx, activation_checkpointing=checkpointing)
         fresh_optimizer = _optimizer(fresh)
@@ -158,6 +164,14 @@ def _worker(rank: int, port: int, out: str) -> None:
         result[f"{case}-resumed"] = sharding.full_state_dict(fresh, ctx, every_rank=True)
         adapters = sharding.full_state_dict(fresh, ctx, keys=lambda k: "lora_" in k)
         result[f"{case}-adapter-keys"] = sorted(adapters)
+    # A GPU's LoRA layout under bf16 autocast: decoder layers gathered in bf16, reduced in float32.
+    model = sharding.shard_model(_model(True, bf16_base=True), ctx, mixed_precision=True)
+    result["lora-bf16"] = _train(model, RANK_MICRO_BATCHES[rank], ctx, bf16_autocast=True)
+    # A frozen reference copy (full fine-tuning's KL anchor), sharded too: forwards without gradients.
+    reference = _model(False).eval().requires_grad_(False)
+    reference = sharding.shard_model(reference, ctx)
+    with torch.no_grad():
+        result["reference-logits"] = _logits(reference, _batch()[0][[rank, rank + 2]])
     model = sharding.shard_model(_model(False), ctx)
     model.eval()
     steps: list[int] = []
@@ -194,7 +208,7 @@ ADAM_ATOL = LR * 1e-3
 @pytest.mark.parametrize("case", ["full", "lora"])
 def test_sharded_update_equals_the_one_process_update(two_ranks, case):
     _, (rank0, rank1) = two_ranks
-    want = _one_process(case == "lora", STEPS)
+    want = _one_process(case == "lora")
     assert rank1[case]["weights"] == [{}, {}]  # full weights are gathered on rank 0 only by default
     for rank in (rank0, rank1):
         torch.testing.assert_close(rank[case]["norms"], want["norms"], rtol=1e-5, atol=0)
@@ -206,6 +220,21 @@ def test_sharded_update_equals_the_one_process_update(two_ranks, case):
     start = _model(case == "lora").state_dict()
     moved = [k for k in start if not torch.equal(start[k], want["weights"][-1][k])]
     assert moved and (case == "full" or all("lora_" in k for k in moved))  # the update did something
+
+
+def test_mixed_precision_lora_update_is_the_one_process_update_under_autocast(two_ranks):
+    """bf16 base, float32 adapters, bf16 autocast: gathered in bf16 and reduced in float32, the
+    gradients match the one-process gradients to bf16 precision (the norm to 1%, which a mean instead
+    of a sum would halve)."""
+    _, (rank0, rank1) = two_ranks
+    want = _one_process(True, bf16_base=True)
+    for rank in (rank0, rank1):
+        torch.testing.assert_close(rank["lora-bf16"]["norms"], want["norms"], rtol=1e-2, atol=0)
+        for got, expected in zip(rank["lora-bf16"]["grads"], want["grads"], strict=True):
+            for key, value in expected.items():
+                assert got[key].dtype == torch.float32
+                torch.testing.assert_close(got[key], value, rtol=0, atol=0.05 * float(value.abs().max()) + 1e-9,
+                                           msg=key)
 
 
 def test_lora_adapters_are_selected_by_key(two_ranks):
@@ -241,6 +270,15 @@ def test_generation_runs_in_lock_step_until_every_rank_is_done(two_ranks):
     want = _greedy(model, [5, 9, 2], 5, Dist(), steps)
     assert rank0["greedy"] == want[:3] and rank1["greedy"] == want
     assert rank0["greedy-steps"] == rank1["greedy-steps"] == [5]  # rank 0 idled for 2 steps
+
+
+def test_a_frozen_sharded_reference_gives_the_one_process_logits(two_ranks):
+    _, ranks = two_ranks
+    model = _model(False).eval()
+    for rank, result in enumerate(ranks):
+        with torch.no_grad():
+            want = _logits(model, _batch()[0][[rank, rank + 2]])
+        torch.testing.assert_close(result["reference-logits"], want, rtol=1e-5, atol=1e-6)
 
 
 def test_missing_checkpoint_is_named(tmp_path):
