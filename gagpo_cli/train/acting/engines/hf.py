@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -15,10 +15,10 @@ class HFEngine:
     """Generates with ``Policy.generate`` (one batched loop with a KV cache). It shares the policy's
     weights, so ``sync`` has nothing to do."""
 
-    name = "hf"
-    label = "transformers"
-    needs_folder = False  # generates with the policy's own model in memory
-    setup = ""
+    name: ClassVar[str] = "hf"
+    label: ClassVar[str] = "transformers"
+    needs_folder: ClassVar[bool] = False  # generates with the policy's own model in memory
+    setup: ClassVar[str] = ""
 
     def __init__(self, policy: Any) -> None:
         self.policy = policy

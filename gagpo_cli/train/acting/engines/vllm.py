@@ -35,7 +35,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -112,11 +112,15 @@ def vllm_problem() -> str | None:
 class VLLMEngine:
     """Generates with ``vllm.LLM`` for ``policy`` (see the module docstring)."""
 
-    name = "vllm"
-    label = "vLLM"
-    needs_folder = True  # vLLM loads the base weights from the model's folder
-    setup = VLLM_SETUP
-    problem = staticmethod(vllm_problem)
+    name: ClassVar[str] = "vllm"
+    label: ClassVar[str] = "vLLM"
+    needs_folder: ClassVar[bool] = True  # vLLM loads the base weights from the model's folder
+    setup: ClassVar[str] = VLLM_SETUP
+
+    @staticmethod
+    def problem() -> str | None:
+        """Why vLLM cannot run here (``vllm_problem``), None when it can."""
+        return vllm_problem()
 
     @classmethod
     def open(cls, policy: Any, folder: Path | None, options: dict[str, Any]) -> VLLMEngine:
