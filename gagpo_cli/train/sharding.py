@@ -45,7 +45,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from gagpo_cli.train.distributed import Dist, barrier
+from gagpo_cli.train.distributed import Dist, agree_stop, barrier
 
 T = TypeVar("T")
 
@@ -72,13 +72,12 @@ def causal_lm(model: nn.Module) -> nn.Module:
     return get_base() if callable(get_base) else model
 
 
-def _gather_dtype(module: nn.Module, mixed_precision: bool, recurse: bool = True) -> torch.dtype | None:
-    """The dtype a unit's parameters are gathered in: bf16 under mixed precision, their stored dtype
-    when they share one (None), float32 when they differ (exact for every stored dtype)."""
+def _gather_dtype(params: list[nn.Parameter], mixed_precision: bool) -> torch.dtype | None:
+    """The dtype a unit's parameters are gathered (and computed) in: bf16 under mixed precision, else
+    their stored dtype when they share one (None), else float32 (exact for every stored dtype)."""
     if mixed_precision:
         return torch.bfloat16
-    dtypes = {p.dtype for p in module.parameters(recurse=recurse)}
-    return None if len(dtypes) <= 1 else torch.float32
+    return None if len({p.dtype for p in params}) <= 1 else torch.float32
 
 
 def shard_model(model: nn.Module, ctx: Dist, *, mixed_precision: bool = False,
@@ -86,8 +85,10 @@ def shard_model(model: nn.Module, ctx: Dist, *, mixed_precision: bool = False,
     """Shard ``model`` (a transformers causal LM, or a peft model around one) over the ranks of ``ctx``,
     in place, and return it: each decoder layer becomes one FSDP unit, then the causal LM the root unit.
 
-    ``mixed_precision``: decoder layers gathered in bf16, gradients reduced in float32 (for a GPU
-    policy under bf16 autocast); the root unit keeps its stored dtype. ``activation_checkpointing``:
+    ``mixed_precision``: decoder layers gathered in bf16, gradients reduced in float32 (for a policy
+    under bf16 autocast, or with bf16 weights); the root unit keeps its stored dtype. Without it, a
+    layer whose stored dtypes differ (bf16 LoRA base, float32 adapters) computes in float32, more
+    precisely than one process computing the base in bf16. ``activation_checkpointing``:
     each decoder layer's activations are recomputed in backward (transformers' non-reentrant
     gradient checkpointing, active in train mode). ``offload_optimizer``: the parameter and gradient
     shards, and so the optimizer state and step, live in CPU memory (FSDP2's ``CPUOffloadPolicy``);
@@ -126,12 +127,11 @@ def shard_model(model: nn.Module, ctx: Dist, *, mixed_precision: bool = False,
         return MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)
 
     for layer in layers:
-        fully_shard(layer, mesh=mesh, mp_policy=policy(_gather_dtype(layer, mixed_precision)),
-                    offload_policy=offload)
-    root_params = {id(p) for p in lm.parameters()} - {id(p) for p in layers.parameters()}
-    root_dtypes = {p.dtype for p in lm.parameters() if id(p) in root_params}
-    fully_shard(lm, mesh=mesh, mp_policy=policy(None if len(root_dtypes) <= 1 else torch.float32),
-                offload_policy=offload)
+        dtype = _gather_dtype(list(layer.parameters()), mixed_precision)
+        fully_shard(layer, mesh=mesh, mp_policy=policy(dtype), offload_policy=offload)
+    in_layers = {id(p) for p in layers.parameters()}
+    root_params = [p for p in lm.parameters() if id(p) not in in_layers]
+    fully_shard(lm, mesh=mesh, mp_policy=policy(_gather_dtype(root_params, False)), offload_policy=offload)
     for module in lm.modules():
         if isinstance(module, FSDPModule):
             # The trainer divides each rank's share by the whole batch's counts: sum, never average.
@@ -179,7 +179,7 @@ def agreed_count(local_count: int, ctx: Dist) -> int:
 def any_busy(busy: bool, ctx: Dist) -> bool:
     """True on every rank while ``busy`` is true on any rank: the condition of a lock-step loop (one
     collective per call; every rank calls it once per step)."""
-    return agreed_count(int(busy), ctx) > 0
+    return agree_stop(busy, ctx)
 
 
 def _collective_device() -> torch.device:
@@ -192,25 +192,21 @@ def idle_pass(model: nn.Module, *, backward: bool) -> None:
     rank that has no work left while the others still have (run it under the same train/eval mode
     and autocast as the real passes)."""
     lm = causal_lm(model)
-    device = next(lm.parameters()).device
-    if backward:
-        device = _compute_device(lm, device)
-    token = torch.zeros((1, 1), dtype=torch.long, device=device)
+    token = torch.zeros((1, 1), dtype=torch.long, device=_input_device(lm))
     with torch.set_grad_enabled(backward):
         logits = lm(input_ids=token, use_cache=False).logits
         if backward:
             (logits.float().sum() * 0.0).backward()
 
 
-def _compute_device(lm: nn.Module, stored: torch.device) -> torch.device:
-    """Where the forward runs: the GPU even when offloaded shards are stored on the CPU."""
-    from torch.distributed.tensor import DTensor
-
+def _input_device(lm: nn.Module) -> torch.device:
+    """Where the model's inputs go: the GPU of a sharded model even when its shards are offloaded to
+    the CPU, else the device of its parameters."""
     weight = next(lm.parameters())
-    if isinstance(weight, DTensor):
-        return torch.device(weight.device_mesh.device_type, torch.cuda.current_device()) \
-            if weight.device_mesh.device_type == "cuda" else torch.device("cpu")
-    return stored
+    mesh = getattr(weight, "device_mesh", None)  # a DTensor's
+    if mesh is not None and mesh.device_type == "cuda":
+        return torch.device("cuda", torch.cuda.current_device())
+    return weight.device
 
 
 def clip_grad_norm(params: list[nn.Parameter], max_norm: float) -> float:
