@@ -1,9 +1,9 @@
 """Score mode: a policy scores every admissible action and a softmax over them is the policy.
 
 pi(a | s) = softmax(logits(s, .) / temperature)[a] over the step's candidates (GLAM / TWOSOME-style
-action scoring). This module holds the interface every scoring policy implements (the language model in
-``policy.py``, the featurised ``bow-mlp`` in ``featurised.py``) and the generic categorical math used by
-the rollout and the update: log-probs, sampling, exact entropy and exact KL(pi || pi_ref).
+action scoring). This module holds what every scoring policy takes and returns (``ScoreInput``,
+``ScoreOutput``) and the ``ActionScorer`` interface (the language model in ``lm_score.py``, the
+featurised ``bow-mlp`` in ``bow_mlp.py``); the categorical math over the scores is ``categorical.py``.
 """
 
 from __future__ import annotations
@@ -13,6 +13,17 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import torch
+
+# Until every caller imports them from categorical.py / padding.py:
+from gagpo_cli.train.policies.categorical import (  # noqa: F401
+    draw,
+    entropy,
+    kl,
+    log_probs,
+    masked_log_probs,
+    sample_all,
+)
+from gagpo_cli.train.policies.padding import pad_scores as pad_logits  # noqa: F401
 
 ACTION_MODES = ("generate", "score")
 SCORE_NORMS = ("token", "word", "none")
@@ -61,79 +72,6 @@ def check_norm(norm: str) -> str:
 def supports(policy: object, mode: str) -> bool:
     """Whether ``policy`` (or its class) declares support for action mode ``mode``."""
     return mode in getattr(policy, "action_modes", ("generate",))
-
-
-def log_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    """log softmax(logits / T) over the candidates; T = 0 (greedy acting) is scored at T = 1."""
-    scale = temperature if temperature > 0 else 1.0
-    return torch.log_softmax(logits.float() / scale, dim=-1)
-
-
-def entropy(logp: torch.Tensor) -> torch.Tensor:
-    """Exact entropy of a categorical given its log-probs along the last dim: -sum p log p."""
-    return -(logp.exp() * logp).sum(-1)
-
-
-def kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
-    """Exact KL(pi || pi_ref) = sum_a pi(a) (log pi(a) - log pi_ref(a)) along the last dim (>= 0)."""
-    return (logp.exp() * (logp - ref_logp)).sum(-1)
-
-
-def sample(logits: torch.Tensor, temperature: float, generator: torch.Generator | None = None) -> int:
-    """Index of the chosen candidate: argmax at temperature 0, else a draw from softmax(logits / T)."""
-    if logits.numel() == 0:
-        raise ValueError("cannot sample from an empty candidate set")
-    if temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature}")
-    if temperature == 0:
-        return int(torch.argmax(logits).item())
-    probs = torch.softmax(logits.detach().float().cpu() / temperature, dim=-1)
-    return int(torch.multinomial(probs, 1, generator=generator).item())
-
-
-def sample_all(logits: Sequence[torch.Tensor], temperature: float,
-               generator: torch.Generator | None = None) -> list[tuple[int, float]]:
-    """(chosen index, its log-prob under softmax(logits / T)) for each step, in order; one batched draw
-    (rows padded with -inf), so a generator gives the same choices as drawing row by row would not."""
-    if not logits:
-        return []
-    idx, chosen, _ = draw(logits, temperature, generator)
-    return list(zip(idx.tolist(), chosen.tolist(), strict=True))
-
-
-def draw(logits: Sequence[torch.Tensor], temperature: float, generator: torch.Generator | None = None
-         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``sample_all``'s draw as (B,) tensors on the CPU: chosen indices, their log-probs under
-    softmax(logits / T), and each row's exact entropy at T (T = 0: argmax, scored at T = 1)."""
-    if any(t.numel() == 0 for t in logits):
-        raise ValueError("cannot sample from an empty candidate set")
-    if temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature}")
-    padded, mask = pad_logits([t.detach() for t in logits])
-    padded, mask = padded.cpu(), mask.cpu()
-    logp = masked_log_probs(padded, mask, temperature)
-    if temperature == 0:
-        idx = padded.argmax(-1)
-    else:
-        idx = torch.multinomial(logp.exp() * mask, 1, generator=generator).squeeze(-1)
-    return idx, logp.gather(1, idx[:, None]).squeeze(-1), entropy(logp)
-
-
-def pad_logits(logits: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Stack ragged 1-D score tensors into (B, C) float32 with -inf padding, plus the (B, C) bool
-    validity mask; differentiable in the scores."""
-    ref = logits[0]
-    sizes = torch.tensor([t.numel() for t in logits], device=ref.device)
-    mask = torch.arange(int(sizes.max()), device=ref.device) < sizes[:, None]
-    flat = torch.cat([t.reshape(-1) for t in logits]).float()
-    return torch.full(mask.shape, float("-inf"), device=ref.device).masked_scatter(mask, flat), mask
-
-
-def masked_log_probs(padded: torch.Tensor, mask: torch.Tensor, temperature: float) -> torch.Tensor:
-    """(B, C) log-probs over each row's valid candidates; padding gets 0 (so p log p terms vanish)."""
-    scale = temperature if temperature > 0 else 1.0
-    logp = torch.log_softmax(padded / scale, dim=-1)
-    return torch.where(mask, logp, torch.zeros_like(logp))
 
 
 def check_action_mode(mode: str, model_name: str, policy: object | None = None) -> None:
