@@ -22,12 +22,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from gagpo_cli.config import ModelConfig
-from gagpo_cli.train.policies.lm_generate import Generation, GenerationMixin, forward_kwarg_names
+from gagpo_cli.train.policies.lm_generate import GenerationMixin, forward_kwarg_names
 from gagpo_cli.train.policies.lm_score import ScoringMixin
 from gagpo_cli.train.policies.padding import lengths_mask, pad_tokens
 from gagpo_cli.train.policies.scoring import ACTION_MODES
-
-__all__ = ["ForwardOutput", "Generation", "MicroBatch", "Policy"]  # Generation: lm_generate's, re-exported
 
 ADAPTER_FILE = "adapter_model.safetensors"
 FULL_WEIGHTS_FILE = "model.safetensors"
