@@ -1,7 +1,8 @@
 """FSDP2 sharding (gagpo_cli/train/sharding.py) on 2 gloo processes equals one process: the summed-loss
-update (AdamW, gradient clipping) of full fine-tuning and LoRA, with unequal micro-batch counts padded
-by idle passes; a sharded checkpoint resumes the next step exactly, on 2 ranks and on 1 process; the
-gathered weights equal the one-process weights; lock-step greedy generation with unequal lengths."""
+update (AdamW, gradient clipping) of full fine-tuning and LoRA (also bf16 mixed precision), with
+unequal micro-batch counts padded by idle passes; a sharded checkpoint resumes the next step exactly on
+2 ranks, and loads across rank counts (2 -> 1, 1 -> 2); the gathered weights equal the one-process
+weights; greedy generation in lock-step with unequal lengths (one rank with nothing to generate)."""
 
 from __future__ import annotations
 
@@ -164,6 +165,12 @@ def _worker(rank: int, port: int, out: str) -> None:
         result[f"{case}-resumed"] = sharding.full_state_dict(fresh, ctx, every_rank=True)
         adapters = sharding.full_state_dict(fresh, ctx, keys=lambda k: "lora_" in k)
         result[f"{case}-adapter-keys"] = sorted(adapters)
+    # A checkpoint written by one process (before the spawn) resumes on 2 ranks.
+    model = sharding.shard_model(_model(False), ctx)
+    optimizer = _optimizer(model)
+    sharding.load_sharded(Path(out) / "ckpt-one-process", model, optimizer)
+    _step(model, optimizer, RANK_MICRO_BATCHES[rank], ctx)
+    result["resumed-from-one-process"] = sharding.full_state_dict(model, ctx)
     # A GPU's LoRA layout under bf16 autocast: decoder layers gathered in bf16, reduced in float32.
     model = sharding.shard_model(_model(True, bf16_base=True), ctx, mixed_precision=True)
     result["lora-bf16"] = _train(model, RANK_MICRO_BATCHES[rank], ctx, bf16_autocast=True)
@@ -177,6 +184,7 @@ def _worker(rank: int, port: int, out: str) -> None:
     steps: list[int] = []
     result["greedy"] = _greedy(model, [5, 9, 2], 3 + 2 * rank, ctx, steps)
     result["greedy-steps"] = steps
+    result["greedy-none"] = _greedy(model, [5, 9, 2], 0 if rank == 0 else 2, ctx, steps)
     dist.destroy_process_group()
     torch.save(result, f"{out}/rank{rank}.pt")
 
@@ -185,6 +193,10 @@ def _worker(rank: int, port: int, out: str) -> None:
 def two_ranks(tmp_path_factory) -> tuple[Path, list[dict]]:
     """Every case run by 2 gloo processes (one spawn for all, to pay the start-up once)."""
     out = tmp_path_factory.mktemp("sharding")
+    model = _model(False)
+    optimizer = _optimizer(model)
+    _step(model, optimizer, [list(range(len(ROWS)))], Dist())
+    sharding.save_sharded(out / "ckpt-one-process", model, optimizer, Dist())
     mp.spawn(_worker, args=(_free_port(), str(out)), nprocs=2, join=True)
     return out, [torch.load(out / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
 
@@ -263,13 +275,20 @@ def test_a_two_rank_checkpoint_loads_in_one_process(two_ranks, case):
     _assert_weights_equal(model.state_dict(), rank0[case]["weights"][1], atol=ADAM_ATOL)
 
 
+def test_a_one_process_checkpoint_resumes_on_two_ranks(two_ranks):
+    _, (rank0, _) = two_ranks
+    want = _one_process(False)["weights"][1]
+    _assert_weights_equal(rank0["resumed-from-one-process"], want, atol=ADAM_ATOL)
+
+
 def test_generation_runs_in_lock_step_until_every_rank_is_done(two_ranks):
     _, (rank0, rank1) = two_ranks
     model = _model(False).eval()
     steps: list[int] = []
     want = _greedy(model, [5, 9, 2], 5, Dist(), steps)
     assert rank0["greedy"] == want[:3] and rank1["greedy"] == want
-    assert rank0["greedy-steps"] == rank1["greedy-steps"] == [5]  # rank 0 idled for 2 steps
+    assert rank0["greedy-steps"] == rank1["greedy-steps"] == [5, 2]  # rank 0 idled for 2 steps, then 2
+    assert rank0["greedy-none"] == [] and rank1["greedy-none"] == want[:2]
 
 
 def test_a_frozen_sharded_reference_gives_the_one_process_logits(two_ranks):
