@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import shutil
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -221,22 +221,30 @@ def clip_grad_norm(params: list[nn.Parameter], max_norm: float) -> float:
 # ---------------------------------------------------------------------------- weights
 
 
-def full_state_dict(model: nn.Module, ctx: Dist, *, every_rank: bool = False,
-                    keys: Callable[[str], bool] | None = None) -> dict[str, torch.Tensor]:
-    """The full (gathered) weights of ``model``'s state dict on the CPU, keyed as the unsharded model's
-    ``state_dict``; on rank 0 only (other ranks get ``{}``) unless ``every_rank``. ``keys`` selects
-    entries (e.g. LoRA adapters only). Every rank must call it (one gather per sharded tensor)."""
+def full_tensors(model: nn.Module, *, keys: Callable[[str], bool] | None = None
+                 ) -> Iterator[tuple[str, torch.Tensor]]:
+    """``(name, full tensor)`` for each entry of ``model``'s state dict (selected by ``keys``), gathered
+    one at a time on every rank, on the device of the model's computation: for pushing weights into
+    a rollout engine without holding a second whole copy. Every rank must consume all of it, in order
+    (one gather per sharded tensor)."""
     from torch.distributed.tensor import DTensor
 
-    out: dict[str, torch.Tensor] = {}
-    keep = ctx.is_main or every_rank
     for name, value in model.state_dict().items():
         if keys is not None and not keys(name):
             continue
-        if isinstance(value, DTensor):
-            value = value.full_tensor()
+        yield name, (value.full_tensor() if isinstance(value, DTensor) else value).detach()
+
+
+def full_state_dict(model: nn.Module, ctx: Dist, *, every_rank: bool = False,
+                    keys: Callable[[str], bool] | None = None) -> dict[str, torch.Tensor]:
+    """The full (gathered) weights of ``model``'s state dict, copied to the CPU and keyed as the
+    unsharded model's ``state_dict``, on rank 0 only (other ranks get ``{}``) unless ``every_rank``;
+    ``keys`` selects entries (e.g. LoRA adapters only). Every rank must call it."""
+    keep = ctx.is_main or every_rank
+    out: dict[str, torch.Tensor] = {}
+    for name, value in full_tensors(model, keys=keys):
         if keep:
-            out[name] = value.detach().to("cpu", copy=True)
+            out[name] = value.to("cpu", copy=True)
     return out
 
 
