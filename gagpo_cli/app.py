@@ -138,8 +138,8 @@ def train_command(
     sets: Annotated[list[str] | None, typer.Option("--set", help="KEY=VALUE config override, repeatable.")] = None,
 ) -> None:
     """Train a policy with an estimator on an environment (metrics.jsonl, checkpoints, eval.json)."""
-    from gagpo_cli.train.recipe import EngineCrashed, TrainingInterrupted
-    from gagpo_cli.train.recipe import train_command as run_train
+    from gagpo_cli.train.command import train_command as run_train
+    from gagpo_cli.train.stopping import EngineCrashed, TrainingInterrupted
 
     if experiment and config:
         raise UsageError("give the experiment either as an argument or with --config, not both")

@@ -31,6 +31,7 @@ import yaml
 
 import experiments
 from gagpo_cli.errors import UsageError
+from gagpo_cli.run_layout import RunLayout
 from gagpo_core.atomic import atomic_write_text
 from gagpo_core.plugins import closest
 
@@ -314,4 +315,4 @@ def config_to_yaml(cfg: ExperimentConfig) -> str:
 
 def write_resolved_config(cfg: ExperimentConfig, run_dir: str | Path) -> Path:
     """Write ``config.yaml`` (the fully resolved config) into ``run_dir`` atomically."""
-    return atomic_write_text(Path(run_dir) / "config.yaml", config_to_yaml(cfg))
+    return atomic_write_text(RunLayout(run_dir).config, config_to_yaml(cfg))

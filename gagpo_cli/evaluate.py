@@ -196,7 +196,7 @@ def eval_settings(policy: str, env: str | None, episodes: int | None, split: str
             raise UsageError("--env is required (it is optional only when --policy is a training run directory)")
         return EvalSettings(env, split, _given(episodes, DEFAULT_EPISODES), _given(seed, 0), options,
                             _given(workers, 0))
-    from gagpo_cli.train.recipe import eval_batch_size
+    from gagpo_cli.train.evaluation import eval_batch_size
 
     own_env = env is None or env == run.env.name
     return EvalSettings(

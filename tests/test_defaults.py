@@ -7,7 +7,7 @@ import pytest
 
 from gagpo_cli import config
 from gagpo_cli.config import ExperimentConfig, load_config
-from gagpo_cli.train.recipe import _flat
+from gagpo_cli.train.config_match import flat
 
 PAPER_FILES = ["alfworld-gagpo", "alfworld-gigpo", "webshop-gagpo", "webshop-gigpo"]
 # Where the defaults differ on purpose (each named in the config docstring): the model and how it is
@@ -20,8 +20,8 @@ DOCUMENTED = ("name", "description", "model.name", "model.lora", "env.name", "en
 
 @pytest.mark.parametrize("experiment", PAPER_FILES)
 def test_defaults_equal_the_paper_files_except_where_documented(experiment):
-    defaults = _flat(ExperimentConfig().to_dict())
-    paper = _flat(load_config(experiment).to_dict())
+    defaults = flat(ExperimentConfig().to_dict())
+    paper = flat(load_config(experiment).to_dict())
     differ = sorted(k for k in defaults if defaults[k] != paper[k] and not k.startswith(DOCUMENTED))
     assert differ == [], f"defaults differ from {experiment}.yaml in {differ} without saying so"
 

@@ -19,8 +19,9 @@ from gagpo_cli.errors import UsageError
 from gagpo_cli.train.acting.engines import VLLM_SETUP, EngineError, choose_engine, open_engine, vllm_problem
 from gagpo_cli.train.acting.engines.hf import HFEngine
 from gagpo_cli.train.acting.rollout import TaskSpec, collect
-from gagpo_cli.train.recipe import EngineCrashed, train
+from gagpo_cli.train.recipe import train
 from gagpo_cli.train.records import read_metrics
+from gagpo_cli.train.stopping import EngineCrashed
 
 NO_VLLM = vllm_problem() is not None
 SMALL = ["model.name=tiny-random", "rollout.tasks_per_batch=2", "rollout.group_size=2", "env.max_steps=2",
@@ -156,7 +157,7 @@ def test_an_engine_failing_after_the_update_keeps_it_and_resume_matches_an_unint
 
 def test_an_engine_crash_exits_1_with_one_line_saying_how_to_resume(tmp_path, monkeypatch, capsys):
     """A crash is a failure (exit 1: a sweep reports it and retries it with --resume), not a Ctrl-C (130)."""
-    import gagpo_cli.train.recipe as recipe
+    import gagpo_cli.train.command as command
     from gagpo_cli.app import main
 
     saved = tmp_path / "checkpoints" / "iter_000001"
@@ -164,7 +165,7 @@ def test_an_engine_crash_exits_1_with_one_line_saying_how_to_resume(tmp_path, mo
     def crashing(*args, **kwargs):
         raise EngineCrashed(tmp_path, saved, EngineError("rollout engine 'hf' failed while generating: backend died"))
 
-    monkeypatch.setattr(recipe, "train_command", crashing)
+    monkeypatch.setattr(command, "train_command", crashing)
     monkeypatch.setattr(sys, "argv", ["gagpo", "train", "quickstart"])
     with pytest.raises(SystemExit) as exit_info:
         main()

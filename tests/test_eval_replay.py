@@ -10,7 +10,8 @@ import pytest
 from envs import run_gagpo
 
 from gagpo_cli.evaluate import eval_command, eval_settings, evaluate
-from gagpo_cli.train.recipe import config_from_cli, train
+from gagpo_cli.train.command import config_from_cli
+from gagpo_cli.train.recipe import train
 
 RUN_SETS = ["rollout.tasks_per_batch=4", "rollout.group_size=2", "train.eval_episodes=12", "train.eval_every=2",
             "train.eval_max_steps=9", "rollout.eval_temperature=1.0", "env.eval_split=train",

@@ -11,8 +11,8 @@ import pytest
 
 from gagpo_cli.app import main
 from gagpo_cli.config import load_config
+from gagpo_cli.config_checks import check_settings
 from gagpo_cli.errors import UsageError
-from gagpo_cli.train.recipe import _check_settings
 from gagpo_core import plugins
 
 GROUPED = ("gagpo", "gagpo-lambda0", "gagpo-mc", "gagpo-token-ratio", "gagpo-broadcast", "gagpo-batch-norm",
@@ -29,13 +29,13 @@ def test_grouped_estimators_declare_it_and_ppo_does_not():
 def test_group_size_one_is_refused_for_a_grouped_estimator(name):
     cfg = load_config("lab-webshop", [f"estimator.name={name}", "rollout.group_size=1"])
     with pytest.raises(UsageError, match=rf"rollout.group_size must be at least 2 for estimator '{name}'"):
-        _check_settings(cfg)
+        check_settings(cfg)
     cfg.rollout.group_size = 2
-    _check_settings(cfg)
+    check_settings(cfg)
 
 
 def test_ppo_accepts_group_size_one():
-    _check_settings(load_config("lab-webshop", ["estimator.name=ppo", "rollout.group_size=1"]))
+    check_settings(load_config("lab-webshop", ["estimator.name=ppo", "rollout.group_size=1"]))
 
 
 def test_the_command_line_exits_2_with_one_line(tmp_path, monkeypatch):

@@ -17,7 +17,7 @@ import pytest
 from envs import PLUGIN_PACKAGE, install_plugin
 from tiny_model import tiny_model, tiny_tokenizer
 
-from gagpo_cli.sweep.status import LOG_FILE, STATUS_FILE
+from gagpo_cli.run_layout import LOG_FILE, STATUS_FILE
 
 # one-step game, 2 x 2 episodes, one iteration, only the final evaluation (4 episodes): seconds per run
 CELL = ["--set", "model.dtype=float32", "--set", "model.device=cpu", "--set", "model.lora_rank=4",

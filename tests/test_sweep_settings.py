@@ -24,7 +24,7 @@ from gagpo_cli.errors import UsageError
 from gagpo_cli.sweep.process import threads_per_job
 from gagpo_cli.sweep.spec import build_sweep
 from gagpo_cli.sweep.verify import check_run_settings
-from gagpo_cli.train.recipe import config_from_cli
+from gagpo_cli.train.command import config_from_cli
 
 # lab-alfworld (bow-mlp, score mode, train.threads 1) cut to one 2 x 2 iteration and 2 evaluation episodes
 LAB = ["lab-alfworld", "--iterations", "1", "--set", "train.eval_every=0", "--set", "train.eval_episodes=2",

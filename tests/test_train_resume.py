@@ -15,7 +15,8 @@ from envs import plugin_on_sys_path
 from tiny_model import tiny_model, tiny_tokenizer
 
 from gagpo_cli.train.checkpoint import latest_checkpoint
-from gagpo_cli.train.recipe import config_from_cli, train
+from gagpo_cli.train.command import config_from_cli
+from gagpo_cli.train.recipe import train
 from gagpo_cli.train.records import read_metrics
 
 SETS = ["rollout.tasks_per_batch=2", "rollout.group_size=2", "env.max_steps=3", "rollout.max_new_tokens=6",

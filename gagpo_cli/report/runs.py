@@ -18,9 +18,16 @@ from typing import Any
 import yaml
 
 from gagpo_cli.errors import UsageError
-from gagpo_cli.train.records import METRICS_FILE
+from gagpo_cli.run_layout import (
+    CHECKPOINTS_DIR,
+    CONFIG_FILE,
+    EVAL_FILE,
+    METRICS_FILE,
+    RunLayout,
+    iteration_of,
+)
 
-RUN_MARKERS = (METRICS_FILE, "eval.json", "checkpoints")
+RUN_MARKERS = (METRICS_FILE, EVAL_FILE, CHECKPOINTS_DIR)
 
 
 @dataclass
@@ -41,7 +48,7 @@ class RunRecord:
         """The run's ``metrics.jsonl`` lines (a torn last line of a killed run is skipped)."""
         if self.metrics is None:
             self.metrics = []
-            path = self.path / METRICS_FILE
+            path = RunLayout(self.path).metrics
             if path.is_file():
                 for line in path.read_text(encoding="utf-8").splitlines():
                     try:
@@ -55,10 +62,10 @@ class RunRecord:
         ``train.eval_every`` iterations and the iteration-0 baseline); unreadable files are skipped."""
         if self.curve is None:
             self.curve = []
-            for path in sorted((self.path / "evals").glob("iter_*.json")):
+            for path in RunLayout(self.path).eval_records():
                 try:
                     data = read_evaluation(path)
-                    iteration = int(data.get("iteration", path.stem.removeprefix("iter_")))
+                    iteration = int(data.get("iteration", iteration_of(path.stem)))
                 except ValueError:
                     continue
                 self.curve.append((iteration, data))
@@ -73,11 +80,11 @@ def find_run_dirs(paths: list[Path]) -> list[Path]:
         root = Path(root)
         if not root.exists():
             raise UsageError(f"no such run directory or folder: {root}")
-        candidates = [root / "config.yaml"] if (root / "config.yaml").is_file() else []
-        candidates += list(root.rglob("config.yaml"))
+        candidates = [root / CONFIG_FILE] if (root / CONFIG_FILE).is_file() else []
+        candidates += list(root.rglob(CONFIG_FILE))
         for config in candidates:
             run = config.parent
-            if "checkpoints" in run.relative_to(root).parts:
+            if CHECKPOINTS_DIR in run.relative_to(root).parts:
                 continue
             if any((run / marker).exists() for marker in RUN_MARKERS):
                 found.add(run.resolve())
@@ -152,17 +159,18 @@ def load_runs(paths: list[Path]) -> tuple[list[RunRecord], list[str]]:
                          "(a run directory holds config.yaml and metrics.jsonl / eval.json; a prompting "
                          "evaluation is the JSON of gagpo eval --agent ... --json FILE)")
     for run_dir in dirs:
+        layout = RunLayout(run_dir)
         try:
-            config = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+            config = yaml.safe_load(layout.config.read_text(encoding="utf-8"))
             if not isinstance(config, dict):
                 raise ValueError
         except (OSError, ValueError, yaml.YAMLError):
-            warnings.append(f"{run_dir / 'config.yaml'}: unreadable config.yaml; run skipped")
+            warnings.append(f"{layout.config}: unreadable config.yaml; run skipped")
             continue
         evaluation = None
-        if (run_dir / "eval.json").exists():
+        if layout.final_eval.exists():
             try:
-                evaluation = read_evaluation(run_dir / "eval.json")
+                evaluation = read_evaluation(layout.final_eval)
             except ValueError as exc:
                 warnings.append(f"{exc}; run skipped")
                 continue

@@ -19,10 +19,10 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from gagpo_cli.run_layout import RunLayout
 from gagpo_cli.sweep.spec import Run
-from gagpo_cli.sweep.status import LOG_FILE, RunState, can_resume, last_line, write_status
+from gagpo_cli.sweep.status import RunState, can_resume, last_line, write_status
 from gagpo_cli.threads import available_cores
-from gagpo_cli.train.records import METRICS_FILE
 
 INTERRUPTED = 130  # `gagpo train`'s exit code after Ctrl-C saved a checkpoint
 
@@ -53,10 +53,11 @@ def _fresh_start(run_dir: Path) -> None:
     """Drop what a run killed before its first complete checkpoint left (the trainer refuses a run
     directory that holds records without a checkpoint to resume from; a stale ``eval.json`` would
     count the new attempt as done)."""
-    (run_dir / METRICS_FILE).unlink(missing_ok=True)
-    (run_dir / "eval.json").unlink(missing_ok=True)
-    shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
-    shutil.rmtree(run_dir / "evals", ignore_errors=True)
+    layout = RunLayout(run_dir)
+    layout.metrics.unlink(missing_ok=True)
+    layout.final_eval.unlink(missing_ok=True)
+    shutil.rmtree(layout.checkpoints, ignore_errors=True)
+    shutil.rmtree(layout.evals, ignore_errors=True)
 
 
 def start_run(run: Run, threads: int, *, launcher: str = "local", python: str | None = None,
@@ -74,7 +75,7 @@ def start_run(run: Run, threads: int, *, launcher: str = "local", python: str | 
     threads = run_threads(run, threads)
     child_env = {**os.environ, **(env or {}), "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
                  "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
-    with open(run_dir / LOG_FILE, "ab") as log:
+    with open(RunLayout(run_dir).log, "ab") as log:
         log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(command)}\n".encode())
         log.flush()
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -91,7 +92,7 @@ def finish_run(run: Run, returncode: int) -> RunState:
     elif returncode in (INTERRUPTED, -signal.SIGINT):  # Ctrl-C: stopped at a checkpoint, pending again
         write_status(run.run_dir, "interrupted", returncode=returncode)
     else:
-        error = last_line(run.run_dir / LOG_FILE) or "no output"
+        error = last_line(RunLayout(run.run_dir).log) or "no output"
         write_status(run.run_dir, "failed", returncode=returncode, error=error)
     return run.state()
 

@@ -53,7 +53,6 @@ from gagpo_cli.threads import resolve_threads
 from gagpo_core import plugins
 
 SWEEPS_DIR = EXPERIMENTS_DIR / "sweeps"
-SWEEP_FILE = "sweep.json"
 SWEEP_KEYS = ("name", "description", "base", "preset", "axes", "seeds", "set")
 ABLATE_FLAGS = ("estimator", "env", "model", "lora", "iterations", "output_dir", "wandb", "action_mode")  # train flags ablate passes
 
@@ -250,7 +249,7 @@ def _base_path(data: dict[str, Any], source: Path | None) -> str | None:
 def _validate(cfg: ExperimentConfig, cell: Cell) -> None:
     """What training would refuse before loading a model: names, estimator options, settings."""
     from estimators import get_estimator
-    from gagpo_cli.train.recipe import _check_settings
+    from gagpo_cli.config_checks import check_settings
 
     where = f"cell '{cell.name}'"
     try:
@@ -260,7 +259,7 @@ def _validate(cfg: ExperimentConfig, cell: Cell) -> None:
         if cfg.env.name not in plugins.plugin_names(plugins.ENVIRONMENTS):
             raise ValueError(plugins.unknown_name_message("environment", cfg.env.name,
                                                           plugins.plugin_names(plugins.ENVIRONMENTS)))
-        _check_settings(cfg)
+        check_settings(cfg)
         resolve_threads(cfg.train.threads)
     except (UsageError, ValueError) as exc:
         raise UsageError(f"{where}: {exc}") from None
@@ -284,7 +283,7 @@ def build_sweep(spec: str | None = None, grid: Sequence[str] = (), preset: str |
     ``seeds`` (count, seeds 0..N-1) overrides the file's; a ``seed`` axis lists them explicitly.
     ``flags`` are ``gagpo train`` flags (``ABLATE_FLAGS``; None = not given) applied to every cell.
     """
-    from gagpo_cli.train.recipe import FLAG_FIELDS, config_from_cli
+    from gagpo_cli.train.command import FLAG_FIELDS, config_from_cli
 
     flags = {k: v for k, v in (flags or {}).items() if v is not None}
     bad = sorted(set(flags) - set(ABLATE_FLAGS))

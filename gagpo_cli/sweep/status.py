@@ -21,12 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gagpo_cli.run_layout import RunLayout
 from gagpo_cli.train.checkpoint import checkpoint_iteration, latest_checkpoint
-from gagpo_cli.train.records import METRICS_FILE
 from gagpo_core.atomic import atomic_write_json
 
-STATUS_FILE = "sweep_status.json"
-LOG_FILE = "train.log"
 STATES = ("pending", "running", "done", "failed")
 
 
@@ -41,14 +39,14 @@ class RunState:
 
 def write_status(run_dir: Path, state: str, **info: Any) -> None:
     """Record ``state`` (running/done/failed) of the run in ``run_dir`` with the host and a timestamp."""
-    atomic_write_json(Path(run_dir) / STATUS_FILE, {"state": state, "host": socket.gethostname(),
+    atomic_write_json(RunLayout(run_dir).status, {"state": state, "host": socket.gethostname(),
                                                      "time": time.strftime("%Y-%m-%dT%H:%M:%S"), **info})
 
 
 def read_status(run_dir: Path) -> dict[str, Any]:
     """The recorded status (empty when none, or unreadable: a half-written file of a killed launcher)."""
     try:
-        data = json.loads((Path(run_dir) / STATUS_FILE).read_text(encoding="utf-8"))
+        data = json.loads(RunLayout(run_dir).status.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -89,16 +87,15 @@ def completed_iterations(run_dir: Path) -> int:
 
 def holds_results(run_dir: Path) -> bool:
     """The folder holds something a run computed: ``eval.json``, a checkpoint or a recorded iteration."""
-    run_dir = Path(run_dir)
-    metrics = run_dir / METRICS_FILE
-    return ((run_dir / "eval.json").is_file() or latest_checkpoint(run_dir) is not None
-            or (metrics.is_file() and metrics.stat().st_size > 0))
+    layout = RunLayout(run_dir)
+    return (layout.final_eval.is_file() or latest_checkpoint(layout.root) is not None
+            or (layout.metrics.is_file() and layout.metrics.stat().st_size > 0))
 
 
 def _evaluated_iteration(run_dir: Path) -> int | None:
     """The iteration ``eval.json`` evaluated (None when unreadable)."""
     try:
-        value = json.loads((run_dir / "eval.json").read_text(encoding="utf-8")).get("iteration")
+        value = json.loads(RunLayout(run_dir).final_eval.read_text(encoding="utf-8")).get("iteration")
     except (OSError, ValueError, AttributeError):
         return None
     return value if isinstance(value, int) else None
@@ -108,8 +105,8 @@ def run_state(run_dir: Path, iterations: int | None = None) -> RunState:
     """The state of the run in ``run_dir`` (module docstring); ``iterations``: the run's planned total
     (None: any finished run is done)."""
     run_dir = Path(run_dir)
-    log = run_dir / LOG_FILE
-    if (run_dir / "eval.json").is_file() and (iterations is None or _evaluated_iteration(run_dir) == iterations):
+    log = RunLayout(run_dir).log
+    if RunLayout(run_dir).final_eval.is_file() and (iterations is None or _evaluated_iteration(run_dir) == iterations):
         return RunState("done", "eval.json", log)
     status = read_status(run_dir)
     state = status.get("state")
@@ -125,7 +122,7 @@ def run_state(run_dir: Path, iterations: int | None = None) -> RunState:
         return RunState("failed", f"exit {status.get('returncode')}: {status.get('error', '')}", log)
     checkpoint = latest_checkpoint(run_dir)
     if checkpoint is not None:
-        return RunState("pending", f"resume from iteration {int(checkpoint.name.split('_')[-1])}", log)
+        return RunState("pending", f"resume from iteration {checkpoint_iteration(checkpoint)}", log)
     return RunState("pending", "interrupted" if state in ("running", "interrupted") else "", log)
 
 

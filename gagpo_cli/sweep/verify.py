@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from gagpo_cli.errors import UsageError
+from gagpo_cli.run_layout import RunLayout
 from gagpo_cli.sweep.spec import Run, Sweep
 from gagpo_cli.sweep.status import completed_iterations, holds_results, run_state
 from gagpo_cli.train.config_match import RESULT_NEUTRAL, config_changes, flat
@@ -45,13 +46,13 @@ def _show(value: Any) -> str:
 
 def _checked(run_dir: Path) -> bool:
     """Whether the folder holds a run to compare: results, or a run in progress."""
-    return holds_results(run_dir) or ((run_dir / "config.yaml").is_file() and run_state(run_dir).state == "running")
+    return holds_results(run_dir) or (RunLayout(run_dir).config.is_file() and run_state(run_dir).state == "running")
 
 
 def _recorded(run_dir: Path) -> dict[str, Any] | None:
     """The run's flattened ``config.yaml``; None when it is missing or unreadable."""
     try:
-        return flat(yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8")))
+        return flat(yaml.safe_load(RunLayout(run_dir).config.read_text(encoding="utf-8")))
     except (OSError, yaml.YAMLError, AttributeError):
         return None
 

@@ -32,21 +32,21 @@ import numpy as np
 import torch
 
 from gagpo_cli.errors import UsageError
+from gagpo_cli.run_layout import ITERATION_PREFIX, RunLayout, iteration_of
 
 KEEP = 2
 MANIFEST = "manifest.json"
-_PREFIX = "iter_"
 CORRUPT_PREFIX = "corrupt-"
 
 
 def checkpoint_dir(run_dir: Path) -> Path:
     """The folder holding a run's checkpoints."""
-    return Path(run_dir) / "checkpoints"
+    return RunLayout(run_dir).checkpoints
 
 
 def checkpoint_path(run_dir: Path, iteration: int) -> Path:
     """Where the checkpoint of ``iteration`` lives (whether or not it exists)."""
-    return checkpoint_dir(run_dir) / f"{_PREFIX}{iteration:06d}"
+    return RunLayout(run_dir).checkpoint(iteration)
 
 
 def _sha256(path: Path) -> str:
@@ -98,7 +98,7 @@ def save_checkpoint(run_dir: Path, iteration: int, policy: Any, updater: Any, rn
     """
     root = checkpoint_dir(run_dir)
     root.mkdir(parents=True, exist_ok=True)
-    for stale in root.glob(f".tmp-{_PREFIX}*"):
+    for stale in root.glob(f".tmp-{ITERATION_PREFIX}*"):
         shutil.rmtree(stale, ignore_errors=True)
     final = checkpoint_path(run_dir, iteration)
     tmp = root / f".tmp-{final.name}"
@@ -128,13 +128,13 @@ def list_checkpoints(run_dir: Path) -> list[Path]:
     root = checkpoint_dir(run_dir)
     if not root.is_dir():
         return []
-    found = [p for p in root.iterdir() if p.is_dir() and p.name.startswith(_PREFIX) and p.name[5:].isdigit()]
+    found = [p for p in root.iterdir() if p.is_dir() and iteration_of(p.name) is not None]
     return sorted(found, key=checkpoint_iteration)
 
 
 def checkpoint_iteration(path: Path) -> int:
     """The number of completed iterations a checkpoint folder holds (``iter_000010`` -> 10)."""
-    return int(path.name[len(_PREFIX):])
+    return int(path.name[len(ITERATION_PREFIX):])
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:

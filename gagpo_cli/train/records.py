@@ -18,13 +18,13 @@ from typing import Any
 
 from gagpo_cli.console import progress_bar
 from gagpo_cli.errors import UsageError
+from gagpo_cli.run_layout import RunLayout
 from gagpo_core.atomic import atomic_write_text
 
-__all__ = ["METRICS_FILE", "WANDB_MODES", "RunRecords", "progress_bar", "read_metrics", "truncate_metrics",
+__all__ = ["WANDB_MODES", "RunRecords", "progress_bar", "read_metrics", "truncate_metrics",
            "wandb_available_mode"]
 
 WANDB_MODES = ("disabled", "offline", "online")
-METRICS_FILE = "metrics.jsonl"
 
 
 def _json_safe(value: Any) -> Any:
@@ -35,7 +35,7 @@ def _json_safe(value: Any) -> Any:
 
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
     """Every line of a run's ``metrics.jsonl`` (empty list when there is none)."""
-    path = Path(run_dir) / METRICS_FILE
+    path = RunLayout(run_dir).metrics
     if not path.is_file():
         return []
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -43,7 +43,7 @@ def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
 
 def truncate_metrics(run_dir: Path, last_iteration: int) -> None:
     """Keep only the lines of iterations <= ``last_iteration`` (atomic rewrite)."""
-    path = Path(run_dir) / METRICS_FILE
+    path = RunLayout(run_dir).metrics
     if not path.is_file():
         return
     kept = []
@@ -76,13 +76,13 @@ class RunRecords:
 
     def __init__(self, run_dir: Path, *, wandb_mode: str, project: str, run_name: str, config: dict[str, Any]):
         self.run_dir = Path(run_dir)
-        self.path = self.run_dir / METRICS_FILE
+        self.path = RunLayout(run_dir).metrics
         self.mode = wandb_available_mode(wandb_mode)
         self._wandb_run = None
         if self.mode != "disabled":
             import wandb
 
-            id_file = self.run_dir / "wandb_id.txt"  # one W&B run across resumes
+            id_file = RunLayout(run_dir).wandb_id  # one W&B run across resumes
             run_id = id_file.read_text().strip() if id_file.is_file() else uuid.uuid4().hex[:8]
             atomic_write_text(id_file, run_id)
             self._wandb_run = wandb.init(
@@ -105,3 +105,13 @@ class RunRecords:
         if self._wandb_run is not None:
             self._wandb_run.finish()
             self._wandb_run = None
+
+
+def progress_line(iteration: int, iterations: int, metrics: dict[str, float]) -> str:
+    """One line per iteration for the log: success, score, KL, time (and evaluation success when run)."""
+    line = (f"iter {iteration}/{iterations}: success {metrics['train/success_rate']:.1f}% "
+            f"score {metrics['train/score']:.1f} valid {metrics['train/valid_action_ratio']:.2f} "
+            f"kl {metrics.get('actor/kl', 0.0):.4f} ({metrics['timing/iteration_s']:.1f}s)")
+    if "eval/success_rate" in metrics:
+        line += f" | eval success {metrics['eval/success_rate']:.1f}% score {metrics['eval/score']:.1f}"
+    return line

@@ -1,0 +1,47 @@
+"""The trainer's evaluations: the policy at the evaluation temperature on a fixed set of episodes
+(the same tasks and seeds at every evaluation of a run), each kept as ``evals/iter_NNNNNN.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any
+
+from gagpo_cli.config import ExperimentConfig
+from gagpo_cli.episodes import evaluation_specs, run_episodes, summarize
+from gagpo_cli.run_layout import RunLayout
+from gagpo_cli.train.acting.agent import ModelAgent
+from gagpo_core.atomic import atomic_write_json
+
+
+def evaluate_policy(cfg: ExperimentConfig, policy: Any, pool: Any, split: str) -> dict[str, Any]:
+    """Evaluate the policy at the evaluation temperature on ``train.eval_episodes`` episodes of
+    ``split`` (the same tasks and seeds at every evaluation of a run: ``gagpo_cli.episodes.evaluation_specs``);
+    ``gagpo eval --policy <run>`` replays the last one."""
+    began = time.perf_counter()
+    agent = ModelAgent.from_config(policy, cfg, name="training policy", seed=cfg.train.seed)
+    specs = evaluation_specs(pool, split, cfg.train.eval_episodes, cfg.train.seed)
+    episodes, env_steps, env_s = run_episodes(pool, agent, specs, batch_size=eval_batch_size(cfg),
+                                              max_steps=cfg.train.eval_max_steps)
+    summary = summarize(episodes, env_steps, env_s, pool.environment_info.task_types)
+    return {"env": pool.environment_info.name, "split": split, "seed": cfg.train.seed, **summary,
+            "per_episode": [dataclasses.asdict(e) for e in episodes], "seconds": time.perf_counter() - began}
+
+
+def write_eval_record(run_dir: Path, iteration: int, evaluation: dict[str, Any]) -> Path:
+    """``<run>/evals/iter_NNNNNN.json``: one evaluation's summary and per-episode records (``eval.json``'s
+    format), written atomically, so that evaluations at different iterations can be compared."""
+    return atomic_write_json(RunLayout(run_dir).eval_record(iteration), {"iteration": iteration, **evaluation})
+
+
+def write_final_eval(run_dir: Path, iteration: int, evaluation: dict[str, Any]) -> Path:
+    """``<run>/eval.json``: the evaluation of the trained policy after ``iteration`` iterations (what
+    ``gagpo report`` reads and a sweep counts as done), written atomically."""
+    return atomic_write_json(RunLayout(run_dir).final_eval, {"iteration": iteration, **evaluation})
+
+
+def eval_batch_size(cfg: ExperimentConfig) -> int:
+    """Episodes an evaluation plays together: a training batch, N tasks x K rollouts."""
+    return cfg.rollout.tasks_per_batch * cfg.rollout.group_size

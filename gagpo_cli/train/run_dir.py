@@ -1,0 +1,116 @@
+"""The run directory: its name, its preparation for a new or resumed run, and its removal when a
+start fails before anything was recorded. The files in it are named by ``gagpo_cli.run_layout``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import yaml
+
+from gagpo_cli.config import ExperimentConfig, write_resolved_config
+from gagpo_cli.errors import UsageError
+from gagpo_cli.run_layout import RunLayout
+from gagpo_cli.train.checkpoint import checkpoint_iteration, list_checkpoints, newest_intact_checkpoint
+from gagpo_cli.train.config_match import RESUMABLE_CHANGES, config_changes, flat
+from gagpo_cli.train.records import truncate_metrics
+
+
+def run_name(cfg: ExperimentConfig) -> str:
+    """``logging.run_name``, or ``<experiment>-<estimator>-<env>-s<seed>``."""
+    return cfg.logging.run_name or f"{cfg.name}-{cfg.estimator.name}-{cfg.env.name}-s{cfg.train.seed}"
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+def holds_records(run_dir: Path) -> bool:
+    """True when ``run_dir`` has something a resume can use or a user may want: a checkpoint or a
+    recorded iteration."""
+    metrics = RunLayout(run_dir).metrics
+    return bool(list_checkpoints(run_dir)) or (metrics.is_file() and metrics.stat().st_size > 0)
+
+
+def prepare_run_dir(cfg: ExperimentConfig, resume: bool) -> tuple[Path, bool]:
+    """Create (or, on resume, check) the run directory and write the resolved ``config.yaml``.
+
+    Returns (run directory, whether a checkpoint is continued: ``resume_checkpoint``). Without
+    ``--resume`` a directory that already holds a run is an error that says what ``--resume`` would
+    do there.
+    """
+    run_dir = Path(cfg.logging.output_dir) / run_name(cfg)
+    checkpoint = None
+    if resume:
+        checkpoint = resume_checkpoint(cfg, run_dir)
+    elif holds_records(run_dir):
+        action = ("continue it with --resume" if list_checkpoints(run_dir)
+                  else "it has no checkpoint yet: --resume restarts it from iteration 1")
+        raise UsageError(f"run directory {run_dir} already holds a run; {action}, "
+                         "or choose another --run-name / --output-dir")
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_resolved_config(cfg, run_dir)
+    except OSError as exc:
+        raise UsageError(f"cannot create the run directory {run_dir}: {exc.strerror or exc}") from None
+    return run_dir, checkpoint is not None
+
+
+def resume_checkpoint(cfg: ExperimentConfig, run_dir: Path) -> Path | None:
+    """The checkpoint ``--resume`` continues, or None to restart the run from iteration 1:
+    - the newest checkpoint that verifies is continued (corrupt newer ones are set aside as
+      ``checkpoints/corrupt-iter_*`` with a warning, never deleted); the config must match the
+      saved one except ``RESUMABLE_CHANGES``;
+    - a run with no usable checkpoint (killed before its first save) restarts from iteration 1,
+      with a warning; its earlier ``metrics.jsonl`` lines, ``evals/`` and ``eval.json`` are dropped;
+    - a directory holding no run at all is an error (nothing to continue).
+    """
+    layout = RunLayout(run_dir)
+    if not layout.config.is_file() and not holds_records(run_dir):
+        raise UsageError(f"--resume: {run_dir} holds no run to continue; start it without --resume")
+    checkpoint = newest_intact_checkpoint(run_dir, say=_warn)
+    if checkpoint is None:
+        _warn(f"--resume: {run_dir} has no usable checkpoint yet (the run stopped before its first save); "
+              "restarting it from iteration 1 and discarding its earlier records")
+        truncate_metrics(run_dir, -1)
+        layout.final_eval.unlink(missing_ok=True)
+        shutil.rmtree(layout.evals, ignore_errors=True)
+        return None
+    check_same_config(cfg, run_dir)
+    done = checkpoint_iteration(checkpoint)
+    if done > cfg.train.iterations:
+        raise UsageError(f"--resume: {checkpoint} already holds {done} iterations, more than "
+                         f"--iterations {cfg.train.iterations}; raise --iterations to continue it, "
+                         f"or evaluate it with `gagpo eval --policy {checkpoint} --env {cfg.env.name}`")
+    print(f"continuing from {checkpoint}", file=sys.stderr, flush=True)
+    return checkpoint
+
+
+def check_same_config(cfg: ExperimentConfig, run_dir: Path) -> None:
+    """A resumed run's config must equal the saved one, except ``RESUMABLE_CHANGES``."""
+    saved_file = RunLayout(run_dir).config
+    try:
+        saved = flat(yaml.safe_load(saved_file.read_text(encoding="utf-8")))
+    except (OSError, yaml.YAMLError, AttributeError) as exc:
+        raise UsageError(f"--resume: cannot read {saved_file} ({type(exc).__name__})") from None
+    changed = list(config_changes(cfg, saved, RESUMABLE_CHANGES))
+    if changed:
+        raise UsageError(f"--resume: the config differs from the run's {saved_file} in {', '.join(changed)}")
+
+
+@contextlib.contextmanager
+def removed_on_failure(run_dir: Path) -> Iterator[None]:
+    """If the body fails before the run recorded anything, remove the folders this call created
+    (the run directory and any output folder above it that did not exist), so a failed start
+    (a model that cannot be loaded, a bad environment option) leaves no empty run behind."""
+    created = [p for p in (run_dir, *run_dir.parents) if not p.exists()]
+    try:
+        yield
+    except BaseException:
+        if created and not holds_records(run_dir):
+            shutil.rmtree(created[-1], ignore_errors=True)
+        raise
