@@ -81,7 +81,8 @@ def _gather_dtype(params: list[nn.Parameter], mixed_precision: bool) -> torch.dt
 
 
 def shard_model(model: nn.Module, ctx: Dist, *, mixed_precision: bool = False,
-                activation_checkpointing: bool = False, offload_optimizer: bool = False) -> nn.Module:
+                activation_checkpointing: bool = False, offload_optimizer: bool = False,
+                device: torch.device | str | None = None) -> nn.Module:
     """Shard ``model`` (a transformers causal LM, or a peft model around one) over the ranks of ``ctx``,
     in place, and return it: each decoder layer becomes one FSDP unit, then the causal LM the root unit.
 
@@ -92,9 +93,10 @@ def shard_model(model: nn.Module, ctx: Dist, *, mixed_precision: bool = False,
     each decoder layer's activations are recomputed in backward (transformers' non-reentrant
     gradient checkpointing, active in train mode). ``offload_optimizer``: the parameter and gradient
     shards, and so the optimizer state and step, live in CPU memory (FSDP2's ``CPUOffloadPolicy``);
-    needs a GPU policy. Parameters must be on the policy's device, frozen ones included (LoRA
-    bases). With one process (``ctx.enabled`` false) the model is returned unchanged, apart from
-    activation checkpointing.
+    needs a GPU policy. ``device``: where the shards live (default: where the parameters are); a model
+    built on the CPU is moved to a GPU shard by shard, so no GPU holds it whole. Build the optimizer
+    AFTER sharding: sharding replaces the module's parameters. With one process (``ctx.enabled``
+    false) the model is returned unchanged, apart from activation checkpointing.
     """
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import (
@@ -116,7 +118,7 @@ def shard_model(model: nn.Module, ctx: Dist, *, mixed_precision: bool = False,
             lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs=non_reentrant)
     if not ctx.enabled:
         return model
-    device = next(lm.parameters()).device
+    device = torch.device(device) if device is not None else next(lm.parameters()).device
     if offload_optimizer and device.type != "cuda":
         raise ValueError("model.offload_optimizer moves optimizer state from a GPU to the CPU: "
                          f"this policy is on {device.type}")
