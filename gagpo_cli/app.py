@@ -1,8 +1,9 @@
 """The ``gagpo`` command line: parse, validate, call one function, print.
 
 Every command's logic lives in a module a test can call directly; this file only wires them.
-Bad input (``UsageError``, ``ValueError`` from a registry, a missing file) becomes one red line on
-stderr and exit code 2.
+Bad input (a ``UsageError``: the commands convert a library's ``ValueError`` on the user's input
+into one, ``gagpo_cli.errors.user_input``) becomes one red line on stderr and exit code 2; any other
+exception is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -248,7 +249,7 @@ def main() -> None:
     """Console-script entry: run the app, turning user errors into one line and exit code 2."""
     try:
         code = app(standalone_mode=False)  # click returns an Exit's code instead of raising it here
-    except (UsageError, ValueError, FileNotFoundError) as exc:
+    except UsageError as exc:  # libraries' ValueErrors on user input arrive as UsageError (errors.user_input)
         err.print(f"[red]error:[/red] {escape(' '.join(str(exc).split()))}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except typer.Exit as exc:

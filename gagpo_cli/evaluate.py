@@ -31,7 +31,7 @@ from gagpo_cli.agents import BUILTIN_POLICIES, AgentPolicy, resolve_policy
 from gagpo_cli.config import parse_key_value
 from gagpo_cli.console import Heartbeat
 from gagpo_cli.episodes import choose_split, evaluation_specs, play_episodes, record_of, summarize
-from gagpo_cli.errors import UsageError
+from gagpo_cli.errors import UsageError, user_input
 from gagpo_cli.prompting import DEFAULT_MEMORY, DEFAULT_TRIALS, check_agent, check_generates, prompting_agent
 from gagpo_core.atomic import atomic_write_json
 
@@ -80,7 +80,9 @@ def evaluate(env_name: str, policy: AgentPolicy | str, episodes: int, split: str
     actor = prompting_agent(agent, acting)
     if getattr(actor, "action_mode", "generate") == "score":  # a ranking policy needs finite action sets
         options = score_mode_env_options(env_name, options)
-    with EnvPool(env_name, options, workers=workers, step_timeout_s=step_timeout_s) as pool:
+    with user_input():
+        pool = EnvPool(env_name, options, workers=workers, step_timeout_s=step_timeout_s)
+    with pool:
         info = pool.environment_info
         split = choose_split(info, split)
         specs = evaluation_specs(pool, split, episodes, seed)

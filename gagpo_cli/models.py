@@ -32,9 +32,12 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from gagpo_cli.errors import UsageError
 
-class ModelUnavailableError(ValueError):
-    """A model could not be found, fetched, converted or loaded (one-line message)."""
+
+class ModelUnavailableError(UsageError, ValueError):
+    """A model could not be found, fetched, converted or loaded (one-line message; a ``UsageError``
+    for the command line, a ``ValueError`` for library callers)."""
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from rich.panel import Panel
 
 from environments.pool import EnvPool
 from gagpo_cli.episodes import choose_split
-from gagpo_cli.errors import UsageError
+from gagpo_cli.errors import UsageError, user_input
 from gagpo_cli.evaluate import parse_env_options
 
 HELP = "a number plays that action; other text is sent as the action; 'expert' shows a hint; 'quit' ends"
@@ -40,7 +40,9 @@ def play(env_name: str, task: int | None = None, split: str | None = None, seed:
     and ``finished`` (the episode reached done).
     """
     console = console or Console()
-    with EnvPool(env_name, options) as pool:
+    with user_input():
+        pool = EnvPool(env_name, options)
+    with pool:
         info = pool.environment_info
         split = choose_split(info, split)
         n_tasks = pool.num_tasks(split)

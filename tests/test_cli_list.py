@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import subprocess
 import sys
 
 import pytest
+from envs import DEFAULT_ENTRY_POINTS, PLUGIN_PACKAGE, plugin_on_sys_path
+from support import run_cli
 
+import gagpo_cli
 from gagpo_core import plugins
 
 
@@ -60,3 +64,36 @@ def test_builtins_are_declared_through_entry_points():
     assert infos["webshop"].package == "gagpo"
     assert infos["webshop"].target == "environments.webshop:WebShopEnvironment"
     assert "ppo" in plugins.plugin_names(plugins.ESTIMATORS)
+
+
+def test_version_is_the_installed_distributions():
+    result = gagpo("--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"gagpo {importlib.metadata.version('gagpo')}" == f"gagpo {gagpo_cli.__version__}"
+
+
+BUGGY_ENV = f"""
+from {PLUGIN_PACKAGE}.corridor import CorridorEnvironment, CorridorEpisode
+
+
+class BuggyEpisode(CorridorEpisode):
+    def reset(self, split, task_id, seed=0):
+        raise ValueError("an internal invariant broke")
+
+
+class BuggyCorridor(CorridorEnvironment):
+    name = "corridor-buggy"
+
+    def new_episode(self):
+        return BuggyEpisode(self)
+"""
+
+
+def test_a_value_error_that_is_not_the_users_keeps_its_traceback(tmp_path):
+    entry_points = {"gagpo.environments": {**DEFAULT_ENTRY_POINTS["gagpo.environments"],
+                                           "corridor-buggy": f"{PLUGIN_PACKAGE}.buggy:BuggyCorridor"}}
+    with plugin_on_sys_path(tmp_path, entry_points, {"buggy.py": BUGGY_ENV}):
+        code, _, err = run_cli(["eval", "--env", "corridor", "--option", "colour=red"])
+        assert code == 2 and len(err.strip().splitlines()) == 1 and "colour" in err  # the user's: one line
+        with pytest.raises(ValueError, match="an internal invariant broke"):  # a bug: not swallowed
+            run_cli(["eval", "--env", "corridor-buggy", "--episodes", "1"])

@@ -34,6 +34,7 @@ from gagpo_cli.config import ExperimentConfig
 from gagpo_cli.config_checks import check_settings
 from gagpo_cli.console import Heartbeat
 from gagpo_cli.episodes import choose_split
+from gagpo_cli.errors import user_input
 from gagpo_cli.estimate import RunProgress, announce_estimate
 from gagpo_cli.models import check_model_source
 from gagpo_cli.threads import apply_threads
@@ -72,9 +73,10 @@ def train(cfg: ExperimentConfig, *, resume: bool = False, policy: Any = None, en
     """
     from estimators import get_estimator
 
-    estimator = get_estimator(cfg.estimator.name, **cfg.estimator.options)
-    if env_pool is None:
-        plugins.load(plugins.ENVIRONMENTS, cfg.env.name)  # unknown name: ValueError listing the valid ones
+    with user_input():  # unknown names, refused options: one line listing the valid ones
+        estimator = get_estimator(cfg.estimator.name, **cfg.estimator.options)
+        if env_pool is None:
+            plugins.load(plugins.ENVIRONMENTS, cfg.env.name)
     check_settings(cfg)
     if policy is not None:
         check_action_mode(cfg.rollout.action_mode, cfg.model.name, policy)
@@ -98,7 +100,9 @@ def train(cfg: ExperimentConfig, *, resume: bool = False, policy: Any = None, en
             return _train(cfg, run_dir, resume, estimator, policy, env_pool)
         from environments.pool import EnvPool
 
-        with EnvPool(cfg.env.name, cfg.env.options, workers=cfg.env.workers) as pool:
+        with user_input():  # a refused environment option, missing data
+            pool = EnvPool(cfg.env.name, cfg.env.options, workers=cfg.env.workers)
+        with pool:
             return _train(cfg, run_dir, resume, estimator, policy, pool)
 
 
