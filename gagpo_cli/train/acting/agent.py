@@ -95,7 +95,7 @@ def run_config(spec: str) -> ExperimentConfig | None:
 
 def load_agent(spec: str, *, seed: int = 0) -> ModelAgent:
     """The model named by ``spec`` as an ``AgentPolicy`` (see the module docstring)."""
-    from gagpo_cli.train.policies.bow_mlp import load_policy
+    from gagpo_cli.train.policies.kinds import load_policy
     from gagpo_cli.train.policies.lm import Policy
 
     path = Path(spec)
