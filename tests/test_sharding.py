@@ -300,6 +300,17 @@ def test_a_frozen_sharded_reference_gives_the_one_process_logits(two_ranks):
         torch.testing.assert_close(result["reference-logits"], want, rtol=1e-5, atol=1e-6)
 
 
+def test_a_lora_checkpoint_holds_only_the_adapters_and_fits_only_its_model(two_ranks):
+    import torch.distributed.checkpoint as dcp
+
+    out, _ = two_ranks
+    stored = dcp.FileSystemReader(str(out / "ckpt-lora")).read_metadata().state_dict_metadata
+    weights = [k for k in stored if k.startswith("model.")]
+    assert weights and all("lora_" in k for k in weights)  # the frozen base comes from the model source
+    with pytest.raises(ValueError, match="does not hold this model's model.embed_tokens.weight"):
+        sharding.load_sharded(out / "ckpt-lora", _model(False), None)
+
+
 def test_missing_checkpoint_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="no sharded checkpoint at"):
         sharding.load_sharded(tmp_path / "nothing", _model(False), None)

@@ -252,7 +252,8 @@ def full_state_dict(model: nn.Module, ctx: Dist, *, every_rank: bool = False,
 
 def save_sharded(directory: Path, model: nn.Module, optimizer: torch.optim.Optimizer | None,
                  ctx: Dist) -> Path:
-    """Write ``model``'s and ``optimizer``'s state, each rank its shards, into ``directory`` with
+    """Write the TRAINED parameters of ``model`` (frozen ones, e.g. a LoRA base, come from the model
+    source) and ``optimizer``'s state, each rank its shards, into ``directory`` with
     ``torch.distributed.checkpoint``, atomically: into the hidden ``.tmp-<name>`` beside it, renamed
     into place by rank 0 once every rank has written (a folder named ``directory`` is always
     complete). Every rank calls it with the same ``directory``, reachable by all."""
@@ -277,25 +278,39 @@ def save_sharded(directory: Path, model: nn.Module, optimizer: torch.optim.Optim
 def load_sharded(directory: Path, model: nn.Module, optimizer: torch.optim.Optimizer | None) -> None:
     """Load what ``save_sharded`` wrote into ``model`` and ``optimizer`` (sharded like the saving job
     or not, on any number of ranks, one process included). Every rank calls it. A folder without the
-    checkpoint's metadata is a ``FileNotFoundError`` naming it."""
+    checkpoint's metadata is a ``FileNotFoundError`` naming it; a checkpoint of other parameters a
+    ``ValueError`` naming one."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_optimizer_state_dict
 
     directory = Path(directory)
     if not (directory / ".metadata").is_file():
         raise FileNotFoundError(f"no sharded checkpoint at {directory} (its .metadata file is missing)")
+    stored = dcp.FileSystemReader(str(directory)).read_metadata().state_dict_metadata
     state = _state_dicts(model, optimizer)
+    absent = [k for k in state["model"] if f"model.{k}" not in stored]  # nested keys are stored joined by "."
+    if absent or (optimizer is not None and not any(k.startswith("optimizer.") for k in stored)):
+        raise ValueError(f"the sharded checkpoint at {directory} does not hold this model's "
+                         f"{absent[0] if absent else 'optimizer state'}")
     dcp.load(state, checkpoint_id=str(directory))  # in place, into the tensors of ``state``
-    set_model_state_dict(model, state["model"])
+    set_model_state_dict(model, state["model"], options=_trained_only())
     if optimizer is not None:
-        set_optimizer_state_dict(model, optimizer, state["optimizer"])
+        set_optimizer_state_dict(model, optimizer, state["optimizer"], options=_trained_only())
+
+
+def _trained_only():
+    """Options of ``torch.distributed.checkpoint.state_dict``: trained parameters only."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    return StateDictOptions(ignore_frozen_params=True, strict=False)
 
 
 def _state_dicts(model: nn.Module, optimizer: torch.optim.Optimizer | None) -> dict[str, Any]:
-    """The model's (and optimizer's) state keyed by parameter name, sharded tensors as DTensors."""
+    """The trained parameters' (and the optimizer's) state keyed by parameter name, sharded tensors as
+    DTensors."""
     from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
 
-    state = {"model": get_model_state_dict(model)}
+    state = {"model": get_model_state_dict(model, options=_trained_only())}
     if optimizer is not None:
-        state["optimizer"] = get_optimizer_state_dict(model, optimizer)
+        state["optimizer"] = get_optimizer_state_dict(model, optimizer, options=_trained_only())
     return state
