@@ -45,3 +45,12 @@ def write_final_eval(run_dir: Path, iteration: int, evaluation: dict[str, Any]) 
 def eval_batch_size(cfg: ExperimentConfig) -> int:
     """Episodes an evaluation plays together: a training batch, N tasks x K rollouts."""
     return cfg.rollout.tasks_per_batch * cfg.rollout.group_size
+
+
+def evaluate_baseline(cfg: ExperimentConfig, run_dir: Path, policy: Any, pool: Any, split: str) -> None:
+    """The run's own baseline, before any update: ``evals/iter_000000.json`` (``metrics.jsonl`` keeps one
+    line per training iteration) and one log line."""
+    baseline = evaluate_policy(cfg, policy, pool, split)
+    write_eval_record(run_dir, 0, baseline)
+    print(f"iter 0/{cfg.train.iterations}: before training | eval success {baseline['success_rate']:.1f}% "
+          f"score {baseline['score']:.1f} ({baseline['seconds']:.1f}s)", flush=True)

@@ -54,12 +54,12 @@ from gagpo_cli.train.checkpoint import (
     restore_rng,
     save_checkpoint,
 )
-from gagpo_cli.train.evaluation import evaluate_policy, write_eval_record, write_final_eval
-from gagpo_cli.train.policies.kinds import load_policy, policy_kind
+from gagpo_cli.train.evaluation import evaluate_baseline, evaluate_policy, write_eval_record, write_final_eval
+from gagpo_cli.train.policies.bow_mlp import ALIAS as FEATURISED
 from gagpo_cli.train.policies.scoring import check_action_mode
 from gagpo_cli.train.records import RunRecords, progress_line, truncate_metrics
 from gagpo_cli.train.run_dir import prepare_run_dir, removed_on_failure, run_name
-from gagpo_cli.train.stopping import EngineCrashed, StopFlag, TrainingInterrupted, stop_on_sigint
+from gagpo_cli.train.stopping import EngineCrashed, StopFlag, TrainingInterrupted, stop_on_sigint, stopped_by
 from gagpo_core import plugins
 
 
@@ -85,7 +85,7 @@ def train(cfg: ExperimentConfig, *, resume: bool = False, policy: Any = None, en
         cfg.env.options = score_mode_env_options(cfg.env.name, cfg.env.options)
     if cfg.rollout.action_mode != "score":
         check_engine(cfg.rollout.engine)  # vllm asked for but not installed: the setup line, before any loading
-    if policy is None and policy_kind(cfg.model.name).model_source:
+    if policy is None and cfg.model.name != FEATURISED:
         check_model_source(cfg.model.name)  # a missing or unreadable local model: before any folder is made
     ctx = distributed.init_from_env()  # torchrun: join the process group (one process: a no-op)
     if ctx.rank > 0:  # ranks > 0 keep their own records under <run>/ranks/ (distributed.rank_config)
@@ -110,6 +110,7 @@ def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, estimator: Any, p
     from gagpo_cli.train.acting.score_rollout import ScoringEngine
     from gagpo_cli.train.learning.score_update import ScoreUpdater
     from gagpo_cli.train.learning.update import Updater
+    from gagpo_cli.train.policies.bow_mlp import load_policy
 
     info = pool.environment_info
     train_tasks = pool.num_tasks(choose_split(info, cfg.env.train_split, "env.train_split"))
@@ -123,12 +124,7 @@ def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, estimator: Any, p
     else:
         updater = Updater(policy, estimator, cfg.optim, dist=distributed.current(),
                           temperature=cfg.rollout.temperature)
-    start = 0
-    if resume:
-        restored = load_checkpoint(latest_checkpoint(run_dir), policy, updater)
-        restore_rng(restored.rng_state)
-        truncate_metrics(run_dir, restored.iteration)
-        start = restored.iteration
+    start = _restore(run_dir, policy, updater) if resume else 0
     engine = (ScoringEngine(policy) if score_mode  # score mode: the policy itself ranks the actions
               else open_engine(cfg.rollout.engine, policy, cfg.model.name, cfg.rollout.engine_options))  # generates
     estimate = announce_estimate(cfg, engine, pool, start=start, device=getattr(policy, "device", "cpu"))
@@ -136,11 +132,7 @@ def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, estimator: Any, p
                          run_name=run_dir.name, config=cfg.to_dict())
     evaluation: dict[str, Any] | None = None
     if start == 0 and cfg.train.eval_every and cfg.train.eval_episodes:  # the run's own baseline
-        baseline = evaluate_policy(cfg, engine, pool, eval_split)
-        write_eval_record(run_dir, 0, baseline)
-        # metrics.jsonl keeps one line per training iteration; the baseline lives in evals/iter_000000.json
-        print(f"iter 0/{cfg.train.iterations}: before training | eval success {baseline['success_rate']:.1f}% "
-              f"score {baseline['score']:.1f} ({baseline['seconds']:.1f}s)", flush=True)
+        evaluate_baseline(cfg, run_dir, engine, pool, eval_split)
     gc.collect()  # what exists now (policy, pool, caches) lives through the loop: the cyclic garbage
     gc.freeze()  # collector need not rescan it at every full collection (a quarter of a lab iteration)
     try:
@@ -150,12 +142,8 @@ def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, estimator: Any, p
                 try:
                     metrics = _iteration(cfg, iteration, engine, pool, estimator, updater, train_tasks, stop)
                 except (RolloutInterrupted, EngineError) as exc:  # nothing changed yet: the previous state
-                    saved = checkpoint_path(run_dir, iteration - 1)
-                    if not saved.exists():
-                        saved = save_checkpoint(run_dir, iteration - 1, policy, updater, rng_before)
-                    if isinstance(exc, EngineError):
-                        raise EngineCrashed(run_dir, saved, exc) from None
-                    raise TrainingInterrupted(run_dir, saved) from None
+                    saved = _keep_previous(run_dir, iteration - 1, policy, updater, rng_before)
+                    raise stopped_by(exc, run_dir, saved) from None
                 evaluation = None
                 try:
                     engine.sync()  # the next generation uses the updated weights
@@ -179,17 +167,7 @@ def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, estimator: Any, p
     finally:
         records.close()
         gc.unfreeze()
-    try:
-        if cfg.train.eval_episodes and evaluation is None:
-            with Heartbeat("final evaluation"):
-                evaluation = evaluate_policy(cfg, engine, pool, eval_split)
-            write_eval_record(run_dir, cfg.train.iterations, evaluation)
-    except EngineError as exc:  # the trained policy is saved: --resume runs only this evaluation again
-        raise EngineCrashed(run_dir, latest_checkpoint(run_dir), exc) from None
-    finally:
-        engine.close()
-    if cfg.train.eval_episodes:
-        write_final_eval(run_dir, cfg.train.iterations, evaluation)
+    _final_evaluation(cfg, run_dir, engine, pool, eval_split, evaluation)
     return run_dir
 
 
@@ -247,6 +225,39 @@ def _iteration(cfg: ExperimentConfig, iteration: int, policy: Any, pool: Any, es
         "perf/generate_tokens_per_s": rollout.generated_tokens / max(rollout.generate_s, 1e-9),
     })
     return metrics
+
+
+def _restore(run_dir: Path, policy: Any, updater: Any) -> int:
+    """Load the run's newest checkpoint into ``policy`` and ``updater``, restore the random states
+    and cut ``metrics.jsonl`` back to it; returns the iterations it holds."""
+    restored = load_checkpoint(latest_checkpoint(run_dir), policy, updater)
+    restore_rng(restored.rng_state)
+    truncate_metrics(run_dir, restored.iteration)
+    return restored.iteration
+
+
+def _keep_previous(run_dir: Path, iteration: int, policy: Any, updater: Any, rng_state: dict[str, Any]) -> Path:
+    """The checkpoint of ``iteration`` (the state before an abandoned one), saved now unless it exists."""
+    saved = checkpoint_path(run_dir, iteration)
+    return saved if saved.exists() else save_checkpoint(run_dir, iteration, policy, updater, rng_state)
+
+
+def _final_evaluation(cfg: ExperimentConfig, run_dir: Path, engine: Any, pool: Any, split: str,
+                      evaluation: dict[str, Any] | None) -> None:
+    """``eval.json``: the last iteration's evaluation, run now unless the loop's schedule just ran it;
+    closes the engine. An engine failing here is ``EngineCrashed`` with the trained policy saved
+    (``--resume`` runs only this evaluation again)."""
+    try:
+        if cfg.train.eval_episodes and evaluation is None:
+            with Heartbeat("final evaluation"):
+                evaluation = evaluate_policy(cfg, engine, pool, split)
+            write_eval_record(run_dir, cfg.train.iterations, evaluation)
+    except EngineError as exc:
+        raise EngineCrashed(run_dir, latest_checkpoint(run_dir), exc) from None
+    finally:
+        engine.close()
+    if cfg.train.eval_episodes:
+        write_final_eval(run_dir, cfg.train.iterations, evaluation)
 
 
 def seed_everything(seed: int) -> None:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gagpo_cli.train.acting.engines.base import EngineError
+
 
 class TrainingInterrupted(Exception):
     """Ctrl-C stopped the run after saving ``checkpoint`` (resume with ``--resume``)."""
@@ -59,3 +61,11 @@ def stop_on_sigint() -> Iterator[StopFlag]:
         yield flag
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def stopped_by(cause: Exception, run_dir: Path, checkpoint: Path) -> TrainingInterrupted:
+    """What stops the run when ``cause`` ended an iteration before its update (``checkpoint``: the state
+    before it): ``EngineCrashed`` for an engine failure, ``TrainingInterrupted`` for Ctrl-C."""
+    if isinstance(cause, EngineError):
+        return EngineCrashed(run_dir, checkpoint, cause)
+    return TrainingInterrupted(run_dir, checkpoint)
