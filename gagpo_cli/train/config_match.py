@@ -1,5 +1,5 @@
 """Whether a config matches the one a run recorded in its ``config.yaml``: the rule that
-``gagpo train --resume`` (``recipe._check_same_config``) and ``gagpo ablate`` (``sweep/verify.py``)
+``gagpo train --resume`` (``run_dir.check_same_config``) and ``gagpo ablate`` (``sweep/verify.py``)
 share. Both flatten the two configs to dotted keys and compare every key except an allowed set:
 
 - ``RESULT_NEUTRAL``: settings that never change what a run computes (threads, environment worker
