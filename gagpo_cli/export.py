@@ -256,22 +256,7 @@ def model_card(cfg: ExperimentConfig, run_dir: Path, iteration: int, adapter_onl
         "## Evaluation",
         "",
     ]
-    if evaluation is None:
-        lines.append(f"The run has no evaluation of iteration {iteration}.")
-    else:
-        lines += [
-            f"{evaluation.get('episodes', '?')} episodes of `{evaluation.get('env', cfg.env.name)}` split "
-            f"`{evaluation.get('split', '?')}`, seed {evaluation.get('seed', '?')}, at temperature "
-            f"{cfg.rollout.eval_temperature}:",
-            "",
-            f"- success rate: {_percent(evaluation.get('success_rate'))}",
-            f"- score: {_percent(evaluation.get('score'))}",
-            f"- mean episode length: {_number(evaluation.get('mean_length'))} steps",
-        ]
-        per_type = evaluation.get("per_type") or {}
-        if per_type:
-            lines.append("- success rate per task type: " + ", ".join(f"{task_type} {_percent(rate)}"
-                                                                       for task_type, rate in per_type.items()))
+    lines += _evaluation_lines(cfg, iteration, evaluation)
     lines += [
         "",
         "## Use",
@@ -294,6 +279,26 @@ def model_card(cfg: ExperimentConfig, run_dir: Path, iteration: int, adapter_onl
                   f"{cfg.rollout.eval_temperature}, no top-k or top-p, at most {cfg.rollout.max_new_tokens} "
                   "new tokens.", ""]
     return "\n".join(lines)
+
+
+def _evaluation_lines(cfg: ExperimentConfig, iteration: int, evaluation: dict[str, Any] | None) -> list[str]:
+    """The model card's evaluation section (after its heading)."""
+    if evaluation is None:
+        return [f"The run has no evaluation of iteration {iteration}."]
+    lines = [
+        f"{evaluation.get('episodes', '?')} episodes of `{evaluation.get('env', cfg.env.name)}` split "
+        f"`{evaluation.get('split', '?')}`, seed {evaluation.get('seed', '?')}, at temperature "
+        f"{cfg.rollout.eval_temperature}:",
+        "",
+        f"- success rate: {_percent(evaluation.get('success_rate'))}",
+        f"- score: {_percent(evaluation.get('score'))}",
+        f"- mean episode length: {_number(evaluation.get('mean_length'))} steps",
+    ]
+    per_type = evaluation.get("per_type") or {}
+    if per_type:
+        lines.append("- success rate per task type: " + ", ".join(f"{task_type} {_percent(rate)}"
+                                                                   for task_type, rate in per_type.items()))
+    return lines
 
 
 def _percent(value: Any) -> str:

@@ -14,7 +14,8 @@ from environments.pool import EnvPool
 from gagpo_cli.config import load_config
 from gagpo_cli.episodes import run_episodes
 from gagpo_cli.train.acting.agent import load_agent
-from gagpo_cli.train.policies.bow_mlp import FeaturisedPolicy, load_policy
+from gagpo_cli.train.policies.bow_mlp import FeaturisedPolicy
+from gagpo_cli.train.policies.kinds import load_policy
 from gagpo_cli.train.policies.scoring import ScoreInput
 from gagpo_cli.train.recipe import train
 from gagpo_cli.train.records import read_metrics

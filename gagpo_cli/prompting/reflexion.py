@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from environments.pool import EnvPool, TaskSpec
+from environments.pool import EnvPool, ResetSpec
 from gagpo_cli.episodes import EpisodeRecord, play_episodes, record_of
 from gagpo_cli.prompting.react import ReactAgent, audit_steps, numbered, react_history
 from gagpo_cli.train.acting.prompts import parse_thought, render_reflection_prompt
@@ -39,7 +39,7 @@ def clean_reflection(text: str) -> str:
 def run_trials(
     pool: EnvPool,
     agent: ReactAgent,
-    specs: list[TaskSpec],
+    specs: list[ResetSpec],
     *,
     trials: int,
     memory: int,
@@ -81,21 +81,36 @@ def run_trials(
         pending = [i for i, _ in failed]
         if not pending or trial == trials:
             break
-        for start in range(0, len(failed), batch_size):
-            chunk = failed[start : start + batch_size]
-            answers = agent.generate(
-                [
-                    render_reflection_prompt(
-                        env_name,
-                        goal=view.goal,
-                        trajectory=react_history(view),
-                        final_observation=view.observation,
-                        past_reflections=numbered(reflections[i][-memory:] if memory > 0 else []),
-                    )
-                    for i, view in chunk
-                ]
-            )
-            for (i, _), answer in zip(chunk, answers, strict=True):
-                reflections[i].append(clean_reflection(answer))
-                logs[i][-1]["reflection"] = reflections[i][-1]
+        reflect(agent, env_name, failed, reflections, logs, memory=memory, batch_size=batch_size)
     return [r for r in final if r is not None], logs, summaries, env_steps, env_seconds
+
+
+def reflect(
+    agent: ReactAgent,
+    env_name: str,
+    failed: list[tuple[int, Any]],
+    reflections: list[list[str]],
+    logs: list[list[dict[str, Any]]],
+    *,
+    memory: int,
+    batch_size: int,
+) -> None:
+    """One self-reflection per failed episode ``(spec index, view)``, batched: appended to that spec's
+    ``reflections`` and written into its last trial log."""
+    for start in range(0, len(failed), batch_size):
+        chunk = failed[start : start + batch_size]
+        answers = agent.generate(
+            [
+                render_reflection_prompt(
+                    env_name,
+                    goal=view.goal,
+                    trajectory=react_history(view),
+                    final_observation=view.observation,
+                    past_reflections=numbered(reflections[i][-memory:] if memory > 0 else []),
+                )
+                for i, view in chunk
+            ]
+        )
+        for (i, _), answer in zip(chunk, answers, strict=True):
+            reflections[i].append(clean_reflection(answer))
+            logs[i][-1]["reflection"] = reflections[i][-1]

@@ -47,7 +47,6 @@ from torch.nn import functional as F
 
 from gagpo_cli.train.policies.scoring import ScoreInput, ScoreOutput
 
-ALIAS = "bow-mlp"
 WEIGHTS_FILE = "model.safetensors"
 BUCKETS = 1 << 18  # hash space of the sparse linear term's features
 EMBED_BUCKETS = 1 << 15  # hash space of the embedded features (dense Adam updates: keep it small)
@@ -602,12 +601,3 @@ class FeaturisedPolicy:
         if not path.is_file():
             raise FileNotFoundError(f"no bow-mlp weights at {path}")
         load_model(self.model, str(path))
-
-
-def load_policy(model_cfg: Any, *, seed: int = 0) -> Any:
-    """The policy ``model_cfg.name`` names: the featurised ``bow-mlp``, else a language model ``Policy``."""
-    if model_cfg.name == ALIAS:
-        return FeaturisedPolicy(model_cfg, seed=seed)
-    from gagpo_cli.train.policies.lm import Policy
-
-    return Policy.load(model_cfg, seed=seed)

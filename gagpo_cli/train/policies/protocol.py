@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import torch
 from torch import nn
@@ -91,9 +91,3 @@ class GeneratingPolicy(TrainablePolicy, Protocol):
     def prompt_hidden(self, prompts: list[list[int]]) -> torch.Tensor:
         """(B, hidden_size) float32 state vector of each prompt, for a critic."""
         ...
-
-
-class PolicyLoader(Protocol):
-    """A policy kind's constructor as ``kinds.py`` calls it (a classmethod ``load`` of the class)."""
-
-    def __call__(self, cfg: Any, *, seed: int = 0) -> TrainablePolicy: ...
