@@ -52,8 +52,27 @@ def _trainer_logprobs(policy: Policy, prompts, responses) -> list[list[float]]:
     return [out.logprobs[i, : len(r)].tolist() for i, r in enumerate(responses)]
 
 
+def _greedy_logprobs(engine: VLLMEngine, prompts: list[list[int]], max_new_tokens: int
+                     ) -> list[tuple[list[int], list[float]]]:
+    """Greedy responses and log pi(token | prefix) of each generated token under the engine's current
+    weights (vLLM's raw log-probs, with the adapter of the last sync)."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    params = SamplingParams(temperature=0.0, max_tokens=max_new_tokens, logprobs=0, detokenize=False,
+                            stop_token_ids=engine.eos_ids)
+    outputs = engine.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params,
+                                  use_tqdm=False, lora_request=engine._lora_request)
+    result = []
+    for out in outputs:
+        completion = out.outputs[0]
+        ids = list(completion.token_ids)
+        result.append((ids, [float(entry[tok].logprob) for entry, tok in zip(completion.logprobs, ids, strict=True)]))
+    return result
+
+
 def _assert_engine_matches_trainer(engine: VLLMEngine, policy: Policy, prompts) -> list[tuple]:
-    got = engine.greedy_logprobs(prompts, max_new_tokens=8)
+    got = _greedy_logprobs(engine, prompts, max_new_tokens=8)
     expected = _trainer_logprobs(policy, prompts, [ids for ids, _ in got])
     for (ids, logprobs), ref in zip(got, expected, strict=True):
         assert len(ids) > 0
@@ -84,7 +103,7 @@ def test_lora_sync_reaches_the_engine(model_dir, lora_sync):
             for name, p in policy.model.named_parameters():
                 if "lora_B" in name:
                     p.normal_(0.0, 0.5)
-        assert engine.greedy_logprobs(prompts, 8) == before  # not synced yet: the old adapter
+        assert _greedy_logprobs(engine, prompts, 8) == before  # not synced yet: the old adapter
         engine.sync()
         after = _assert_engine_matches_trainer(engine, policy, prompts)
         assert after != before

@@ -243,24 +243,6 @@ class VLLMEngine:
                                           truncated, logprobs))
         return generations
 
-    def greedy_logprobs(self, prompts: list[list[int]], max_new_tokens: int) -> list[tuple[list[int], list[float]]]:
-        """Greedy responses and log pi(token | prefix) of each generated token under the engine's current
-        weights (vLLM's raw log-probs): for checking the engine against the trainer, e.g. after a sync."""
-        from vllm import SamplingParams
-        from vllm.inputs import TokensPrompt
-
-        params = SamplingParams(temperature=0.0, max_tokens=max_new_tokens, logprobs=0, detokenize=False,
-                                stop_token_ids=self.eos_ids)
-        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params,
-                                    use_tqdm=False, lora_request=self._lora_request)
-        result = []
-        for out in outputs:
-            completion = out.outputs[0]
-            ids = list(completion.token_ids)
-            result.append((ids, [float(entry[tok].logprob) for entry, tok in zip(completion.logprobs, ids,
-                                                                                  strict=True)]))
-        return result
-
     def close(self) -> None:
         """Release the engine and the synced adapters."""
         shutil.rmtree(self._sync_root, ignore_errors=True)
