@@ -67,3 +67,26 @@ def test_an_undeclared_post_processing_is_refused_in_one_line():
     with pytest.raises(UsageError, match="post-processes its logits") as err:
         final_logits_map(model, "scaled-llama")
     assert "\n" not in str(err.value)
+
+
+def test_a_policy_trains_on_the_logits_its_model_samples_from():
+    """Granite divides its logits by ``logits_scaling`` in forward: the policy's response log-probs and
+    its score-mode log-likelihoods are those of the model's own logits, not the bare projection's."""
+    from tiny_model import tiny_tokenizer
+
+    from gagpo_cli.config import ModelConfig
+    from gagpo_cli.train.policies.lm import Policy
+
+    tokenizer = tiny_tokenizer()
+    torch.manual_seed(0)
+    model = GraniteForCausalLM(GraniteConfig(**{**SMALL, "vocab_size": len(tokenizer)}, logits_scaling=4.0))
+    with torch.no_grad():
+        model.get_output_embeddings().weight.mul_(20)
+    cfg = ModelConfig(name="tiny-granite", lora=False, dtype="float32", device="cpu")
+    policy = Policy.from_pretrained_objects(model, tokenizer, cfg)
+    prompt, response = [5, 17, 3, 99], [42, 7, 1]
+    with torch.no_grad():
+        got = policy.forward(policy.collate([(prompt, response)])).logprobs[0]
+        own = torch.log_softmax(model(input_ids=torch.tensor([prompt + response])).logits.float(), -1)[0]
+    want = own[len(prompt) - 1:-1].gather(-1, torch.tensor(response)[:, None]).squeeze(-1)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)

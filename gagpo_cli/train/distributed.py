@@ -16,8 +16,14 @@ Contract (what makes N processes train exactly as one process on the same batch)
    same gradient on every rank, and the weights stay identical without broadcasting them.
 5. Only rank 0 writes records and checkpoints and runs evaluation.
 
-Backends: ``nccl`` when the model is on a GPU, ``gloo`` on CPU. One process is the plain path:
-``Dist()`` (world size 1) makes every helper here a no-op.
+Backends follow the policy's device (``backend_for``): ``nccl`` when the policy is on a GPU, ``gloo``
+when it is on the CPU, even where CUDA is visible (a CPU policy's gradients are CPU tensors, which
+NCCL rejects). One process is the plain path: ``Dist()`` (world size 1) makes every helper here a
+no-op.
+
+Ranks agree on every decision that changes what they do next: ``agree_stop`` (any rank's stop is
+every rank's stop, at iteration and turn boundaries) and ``agree_same`` (e.g. the iteration a resume
+starts from; differing values are refused with one line).
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
+
+from gagpo_cli.errors import UsageError
 
 T = TypeVar("T")
 
@@ -51,19 +59,23 @@ class Dist:
         return self.rank == 0
 
 
-def init_from_env(timeout_minutes: float = 60.0) -> Dist:
+def backend_for(policy_device: torch.device | str) -> str:
+    """The collective backend for a policy on ``policy_device``: ``nccl`` for a GPU, else ``gloo``."""
+    return "nccl" if torch.device(policy_device).type == "cuda" else "gloo"
+
+
+def init_from_env(policy_device: torch.device | str, timeout_minutes: float = 60.0) -> Dist:
     """Join the process group ``torchrun`` describes (``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK``,
-    ``MASTER_ADDR``/``PORT``); without ``WORLD_SIZE`` > 1, the one-process ``Dist()``. On a GPU each
-    rank uses ``cuda:LOCAL_RANK`` and ``nccl``; on CPU ``gloo``. Idempotent."""
+    ``MASTER_ADDR``/``PORT``) with the backend of a policy on ``policy_device``; a GPU policy's rank
+    uses ``cuda:LOCAL_RANK``. Without ``WORLD_SIZE`` > 1, the one-process ``Dist()``. Idempotent."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return Dist()
     if not dist.is_initialized():
-        cuda = torch.cuda.is_available()
-        if cuda:
+        backend = backend_for(policy_device)
+        if backend == "nccl":
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-        dist.init_process_group("nccl" if cuda else "gloo",
-                                timeout=datetime.timedelta(minutes=timeout_minutes))
+        dist.init_process_group(backend, timeout=datetime.timedelta(minutes=timeout_minutes))
     return Dist(rank=dist.get_rank(), world_size=dist.get_world_size())
 
 
@@ -107,14 +119,35 @@ def all_reduce_grads(params: Sequence[torch.nn.Parameter], ctx: Dist) -> None:
     all_reduce_sum([p.grad for p in params], ctx)
 
 
+def _collective_device() -> torch.device:
+    return torch.device("cuda") if dist.get_backend() == "nccl" else torch.device("cpu")
+
+
 def sum_counts(values: Sequence[float], ctx: Dist) -> list[float]:
     """Sum of each value over ranks (float64), e.g. the batch's action and token counts."""
     if not ctx.enabled:
         return [float(v) for v in values]
-    device = torch.device("cuda") if dist.get_backend() == "nccl" else torch.device("cpu")
-    t = torch.tensor(list(values), dtype=torch.float64, device=device)
+    t = torch.tensor(list(values), dtype=torch.float64, device=_collective_device())
     dist.all_reduce(t, op=dist.ReduceOp.SUM)
     return [float(v) for v in t.tolist()]
+
+
+def agree_stop(stop: bool, ctx: Dist) -> bool:
+    """True on every rank when ``stop`` is true on any rank (one collective; every rank must call it)."""
+    if not ctx.enabled:
+        return stop
+    t = torch.tensor([int(stop)], device=_collective_device())
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
+
+
+def agree_same(value: Any, what: str, ctx: Dist) -> Any:
+    """``value``, when every rank holds the same one; else a ``UsageError`` listing each rank's."""
+    values = gather(value, ctx)
+    if any(v != values[0] for v in values):
+        found = ", ".join(f"rank {r}: {v}" for r, v in enumerate(values))
+        raise UsageError(f"the training processes disagree on {what} ({found})")
+    return value
 
 
 def barrier(ctx: Dist) -> None:
@@ -159,8 +192,6 @@ def shard_tasks(tasks: Sequence[Any], ctx: Dist) -> tuple[list[Any], int]:
         return list(tasks), 0
     groups = list(dict.fromkeys(t.group_id for t in tasks))
     if len(groups) < ctx.world_size:
-        from gagpo_cli.errors import UsageError
-
         raise UsageError(f"rollout.tasks_per_batch ({len(groups)}) must be at least the number of "
                          f"training processes ({ctx.world_size})")
     mine = {groups[g] for g in shard(len(groups), ctx)}

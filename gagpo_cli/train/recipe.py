@@ -55,7 +55,7 @@ from gagpo_cli.train.checkpoint import (
     save_checkpoint,
 )
 from gagpo_cli.train.evaluation import evaluate_baseline, evaluate_policy, write_eval_record, write_final_eval
-from gagpo_cli.train.policies.kinds import load_policy, policy_kind
+from gagpo_cli.train.policies.bow_mlp import ALIAS as FEATURISED
 from gagpo_cli.train.policies.scoring import check_action_mode
 from gagpo_cli.train.records import RunRecords, progress_line, truncate_metrics
 from gagpo_cli.train.run_dir import prepare_run_dir, removed_on_failure, run_name
@@ -85,9 +85,10 @@ def train(cfg: ExperimentConfig, *, resume: bool = False, policy: Any = None, en
         cfg.env.options = score_mode_env_options(cfg.env.name, cfg.env.options)
     if cfg.rollout.action_mode != "score":
         check_engine(cfg.rollout.engine)  # vllm asked for but not installed: the setup line, before any loading
-    if policy is None and policy_kind(cfg.model.name).model_source:
+    if policy is None and cfg.model.name != FEATURISED:
         check_model_source(cfg.model.name)  # a missing or unreadable local model: before any folder is made
-    ctx = distributed.init_from_env()  # torchrun: join the process group (one process: a no-op)
+    # torchrun: join the process group, its backend following the policy's device (one process: a no-op)
+    ctx = distributed.init_from_env(policy_kind(cfg.model.name).device(cfg.model))
     if ctx.rank > 0:  # ranks > 0 keep their own records under <run>/ranks/ (distributed.rank_config)
         cfg = distributed.rank_config(cfg, run_name(cfg), ctx)
     planned = Path(cfg.logging.output_dir) / run_name(cfg)
@@ -110,6 +111,7 @@ def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, estimator: Any, p
     from gagpo_cli.train.acting.score_rollout import ScoringEngine
     from gagpo_cli.train.learning.score_update import ScoreUpdater
     from gagpo_cli.train.learning.update import Updater
+    from gagpo_cli.train.policies.bow_mlp import load_policy
 
     info = pool.environment_info
     train_tasks = pool.num_tasks(choose_split(info, cfg.env.train_split, "env.train_split"))

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gagpo_cli.config import ModelConfig
+from gagpo_cli.train.policies.final_logits import final_logits_map
 from gagpo_cli.train.policies.lm_generate import GenerationMixin, forward_kwarg_names
 from gagpo_cli.train.policies.lm_score import ScoringMixin
 from gagpo_cli.train.policies.padding import lengths_mask, pad_tokens
@@ -112,6 +113,7 @@ class Policy(GenerationMixin, ScoringMixin):
         self.eos_ids = self._eos_ids()
         self.cache_arg, self.keep_arg = forward_kwarg_names(self.base_model)
         self.decoder_cache_arg = forward_kwarg_names(self.base_model.get_decoder())[0]
+        self.final_logits = final_logits_map(self.base_model, cfg.name)  # e.g. Gemma-2's soft-capping
         self.init_score_caches()
 
     # ------------------------------------------------------------------------------ construction
@@ -241,7 +243,7 @@ class Policy(GenerationMixin, ScoringMixin):
             head = model.get_output_embeddings()
             with torch.autocast(device_type=self.device.type, enabled=False):
                 bias = None if head.bias is None else head.bias.float()
-                logits = F.linear(picked.float(), head.weight.float(), bias)
+                logits = self.final_logits(F.linear(picked.float(), head.weight.float(), bias))
         log_dist = F.log_softmax(logits / temperature if temperature != 1.0 else logits, dim=-1)
         logprobs = log_dist.gather(-1, batch.targets[..., None]).squeeze(-1) * batch.response_mask
         entropy = None

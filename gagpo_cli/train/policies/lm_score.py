@@ -283,7 +283,7 @@ class ScoringMixin:
         pieces = []
         with torch.autocast(device_type=self.device.type, enabled=False):
             for start in range(0, rows, max(chunk, 1)):
-                logits = F.linear(hidden[start:start + chunk].float(), weight, bias)
+                logits = self.final_logits(F.linear(hidden[start:start + chunk].float(), weight, bias))
                 picked = logits.gather(-1, targets[start:start + chunk, None]).squeeze(-1)
                 pieces.append(picked - torch.logsumexp(logits, dim=-1))
         return torch.cat(pieces) if pieces else hidden.new_zeros(0, dtype=torch.float32)
