@@ -34,7 +34,7 @@ from typing import Any
 from environments.base import Environment, Episode, Reset, Step, get_environment
 from gagpo_core import plugins
 
-TaskSpec = tuple[str, int, int]  # (split, task_id, seed)
+ResetSpec = tuple[str, int, int]  # (split, task_id, seed): what EnvPool.reset starts one episode from
 _POLL_S = 1.0  # how often a waiting pool checks a worker's progress counter
 
 
@@ -104,7 +104,7 @@ class _SlotHost:
         self._calling(-1)
         return answers
 
-    def _reset(self, slot: int, spec: TaskSpec) -> Reset:
+    def _reset(self, slot: int, spec: ResetSpec) -> Reset:
         self._calling(slot)
         episode = self.env.new_episode()
         self.episodes[slot] = episode
@@ -128,7 +128,7 @@ class _SlotHost:
         self._called()
         return action
 
-    def _restore(self, slot: int, spec: TaskSpec, history: tuple[str, ...]) -> None:
+    def _restore(self, slot: int, spec: ResetSpec, history: tuple[str, ...]) -> None:
         self._reset(slot, spec)
         for action in history:
             self._step(slot, action)
@@ -268,8 +268,8 @@ class EnvPool:
         self._host = _SlotHost(env)
         self._info = EnvironmentInfo.of(env)
 
-    def _clear_slots(self, specs: list[TaskSpec] | None = None) -> None:
-        self._specs: list[TaskSpec] = list(specs or [])
+    def _clear_slots(self, specs: list[ResetSpec] | None = None) -> None:
+        self._specs: list[ResetSpec] = list(specs or [])
         self._history: list[list[str]] = [[] for _ in self._specs]  # actions per slot, replayed after a restart
         self._crashed: dict[int, str] = {}  # slot -> error, until the next reset
 
@@ -318,7 +318,7 @@ class EnvPool:
             raise answer.exception
         return answer.value
 
-    def reset(self, specs: list[TaskSpec]) -> list[Reset]:
+    def reset(self, specs: list[ResetSpec]) -> list[Reset]:
         """Drop every slot and start ``len(specs)`` new ones; slot i plays ``specs[i] = (split, task_id, seed)``."""
         self._clear_slots([(str(s), int(t), int(seed)) for s, t, seed in specs])
         items = list(enumerate(self._specs))

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from environments.base import Step
-from environments.pool import EnvironmentInfo, EnvPool, TaskSpec
+from environments.pool import EnvironmentInfo, EnvPool, ResetSpec
 from gagpo_cli.agents import AgentPolicy, SlotView
 from gagpo_cli.console import progress_bar
 from gagpo_cli.errors import UsageError
@@ -74,13 +74,13 @@ def choose_split(info: EnvironmentInfo, split: str | None, setting: str = "split
     return split
 
 
-def evaluation_specs(pool: EnvPool, split: str, episodes: int, seed: int) -> list[TaskSpec]:
+def evaluation_specs(pool: EnvPool, split: str, episodes: int, seed: int) -> list[ResetSpec]:
     """The episodes of an evaluation (module docstring): ``min(episodes, tasks of split)`` specs."""
     order = pool.evaluation_order(split)
     return [(split, task_id, derive_seed(seed, i)) for i, task_id in enumerate(order[:episodes])]
 
 
-def run_episodes(pool: EnvPool, policy: AgentPolicy, specs: list[TaskSpec], batch_size: int = 128,
+def run_episodes(pool: EnvPool, policy: AgentPolicy, specs: list[ResetSpec], batch_size: int = 128,
                  max_steps: int | None = None) -> tuple[list[EpisodeRecord], int, float]:
     """Play ``specs`` with ``policy``: (one record per spec in order, env steps, seconds inside ``step``).
     An episode ends when done or after ``max_steps`` steps (None: the environment's budget)."""
@@ -89,7 +89,7 @@ def run_episodes(pool: EnvPool, policy: AgentPolicy, specs: list[TaskSpec], batc
     return records, env_steps, env_seconds
 
 
-def play_episodes(pool: EnvPool, policy: AgentPolicy, specs: list[TaskSpec], batch_size: int = 128,
+def play_episodes(pool: EnvPool, policy: AgentPolicy, specs: list[ResetSpec], batch_size: int = 128,
                   max_steps: int | None = None, memories: list[tuple[str, ...]] | None = None
                   ) -> tuple[list[SlotView], int, float]:
     """``run_episodes`` keeping each episode's final view (its whole history): (views in the order of
@@ -112,7 +112,7 @@ def play_episodes(pool: EnvPool, policy: AgentPolicy, specs: list[TaskSpec], bat
     return views, env_steps, env_seconds
 
 
-def _play_batch(pool: EnvPool, policy: AgentPolicy, batch: list[TaskSpec], max_steps: int, turn_done: Any,
+def _play_batch(pool: EnvPool, policy: AgentPolicy, batch: list[ResetSpec], max_steps: int, turn_done: Any,
                 episode_done: Any, memories: list[tuple[str, ...]] | None = None
                 ) -> tuple[list[SlotView], tuple[int, float]]:
     """One batch of ``play_episodes``: (final views, (env steps, seconds inside ``step``))."""

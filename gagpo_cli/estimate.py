@@ -124,9 +124,6 @@ class Estimate:
     def total_s(self) -> float:
         return self.rollout_s + self.update_s + self.eval_s
 
-    def per_iteration_s(self) -> float:
-        return self.total_s / max(self.iterations, 1)
-
 
 def estimate_run(cfg: Any, cost: TurnCost, *, start: int, train_steps: int, eval_steps: int,
                  machine_name: str) -> Estimate:
