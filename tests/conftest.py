@@ -22,8 +22,10 @@ from envs import plugin_on_sys_path
 INTEGRATION_MODULES = frozenset({
     # train or resume runs through the recipe
     "test_golden", "test_train", "test_train_resume", "test_train_score", "test_train_step_inputs",
-    "test_resume_crash", "test_progress", "test_featurised", "test_engines", "test_run_layout",
+    "test_resume_crash", "test_featurised", "test_engines", "test_run_layout",
     "test_distributed", "test_export",
+    # worker processes (torch.distributed, gloo)
+    "test_distributed_agreement", "test_sharding",
     # the command line end to end (fresh interpreters or whole commands in-process)
     "test_bad_input", "test_eval_cli", "test_eval_replay", "test_play", "test_prompting",
     "test_third_party_plugin", "test_quickstart", "test_sweep_e2e", "test_sweep_settings",
@@ -44,23 +46,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="module")
 def plugin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The test environments (``envs``: corridor, corridor-faulty) installed as a third-party plugin
-    package and put on ``sys.path`` for the module's tests; yields the folder (for PYTHONPATH)."""
+    """The corridor and corridor-faulty environments (``envs``) installed as a third-party plugin package
+    and put on ``sys.path`` for the module's tests; yields the folder (for PYTHONPATH of child processes)."""
     with plugin_on_sys_path(tmp_path_factory.mktemp("plugin")) as root:
         yield root
-
-
-@pytest.fixture(scope="session")
-def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder holding the tiny random model and its tokenizer (``tiny_model.py``), as
-    ``save_pretrained`` writes it: usable as ``model.name`` by every command."""
-    from tiny_model import tiny_model, tiny_tokenizer  # torch and transformers: only when asked for
-
-    folder = tmp_path_factory.mktemp("tiny-model")
-    tokenizer = tiny_tokenizer()
-    tiny_model(len(tokenizer)).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
 
 
 @pytest.fixture(scope="module")

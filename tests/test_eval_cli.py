@@ -7,7 +7,7 @@ import sys
 import types
 
 import pytest
-from envs import plugin_on_sys_path, run_gagpo
+from envs import run_gagpo
 from envs.corridor import CorridorEnvironment
 
 from environments.base import Reset
@@ -18,12 +18,6 @@ from gagpo_cli.errors import UsageError
 from gagpo_cli.evaluate import evaluate, parse_env_options
 
 FIELDS = {"env", "split", "policy", "success_rate", "score", "per_type", "mean_length", "episodes", "env_steps_per_s"}
-
-
-@pytest.fixture(scope="module")
-def plugin(tmp_path_factory):
-    with plugin_on_sys_path(tmp_path_factory.mktemp("plugin")) as root:
-        yield root
 
 
 class LookPolicy:

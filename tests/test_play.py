@@ -5,18 +5,12 @@ from __future__ import annotations
 import io
 
 import pytest
-from envs import plugin_on_sys_path, run_gagpo
+from envs import run_gagpo
 from envs.corridor import CorridorEnvironment
 from rich.console import Console
 
 from gagpo_cli.errors import UsageError
 from gagpo_cli.play import play
-
-
-@pytest.fixture(scope="module")
-def plugin(tmp_path_factory):
-    with plugin_on_sys_path(tmp_path_factory.mktemp("plugin")) as root:
-        yield root
 
 
 def expert_numbers(split: str, task: int, seed: int = 0) -> list[str]:

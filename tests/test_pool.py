@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from envs import plugin_on_sys_path
 from envs.corridor import CorridorEnvironment
 
 from environments.base import Step
@@ -11,12 +10,6 @@ from environments.pool import EnvPool, EnvWorkerError
 from gagpo_core.plugins import UnknownPluginError
 
 SPECS = [("test", task, seed) for task, seed in [(0, 0), (1, 0), (2, 5), (3, 1), (4, 0), (5, 2)]]
-
-
-@pytest.fixture(scope="module")
-def plugin(tmp_path_factory):
-    with plugin_on_sys_path(tmp_path_factory.mktemp("plugin")) as root:
-        yield root
 
 
 def play_expert(pool: EnvPool, specs, sabotage: dict[tuple[int, int], str] | None = None):

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 
 import pytest
-from envs import plugin_on_sys_path, run_gagpo
+from envs import run_gagpo
 from envs.corridor import CorridorEnvironment
 from support import run_cli
 from tiny_model import tiny_model, tiny_policy, tiny_tokenizer
@@ -65,12 +65,6 @@ def tiny_agent() -> ModelAgent:
 
 def current_step(message: str) -> int:
     return int(re.search(r"Current observation \(step (\d+)\)", message).group(1))
-
-
-@pytest.fixture(scope="module")
-def plugin(tmp_path_factory):
-    with plugin_on_sys_path(tmp_path_factory.mktemp("plugin")) as root:
-        yield root
 
 
 # ---------------------------------------------------------------------------- ReAct
