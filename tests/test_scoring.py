@@ -18,16 +18,17 @@ from gagpo_cli.config import OptimConfig
 from gagpo_cli.errors import UsageError
 from gagpo_cli.train.acting.rollout import TaskSpec, collect
 from gagpo_cli.train.learning.score_update import ScoreSample, ScoreUpdater
-from gagpo_cli.train.policies import scoring
+from gagpo_cli.train.policies import categorical, scoring
 from gagpo_cli.train.policies.bow_mlp import FeaturisedPolicy
+from gagpo_cli.train.policies.padding import pad_scores
 from gagpo_cli.train.policies.scoring import ScoreInput
 
 # ---------------------------------------------------------------------------- categorical math
 
 
 def test_log_probs_are_the_tempered_softmax():
-    logits = torch.tensor([1.0, 2.0, 4.0])
-    logp = scoring.log_probs(logits, temperature=2.0)
+    padded, mask = pad_scores([torch.tensor([1.0, 2.0, 4.0])])
+    logp = categorical.masked_log_probs(padded, mask, temperature=2.0)[0]
     z = math.exp(0.5) + math.exp(1.0) + math.exp(2.0)  # softmax(logits / 2) by hand
     assert logp.tolist() == pytest.approx([0.5 - math.log(z), 1.0 - math.log(z), 2.0 - math.log(z)], abs=1e-6)
     assert logp.exp().sum().item() == pytest.approx(1.0)
@@ -38,30 +39,31 @@ def test_entropy_and_kl_by_hand():
     q = torch.tensor([0.25, 0.25, 0.5])
     h = -(0.5 * math.log(0.5) + 2 * 0.25 * math.log(0.25))
     kl = 0.5 * math.log(0.5 / 0.25) + 0.25 * math.log(1.0) + 0.25 * math.log(0.25 / 0.5)
-    assert scoring.entropy(p.log()).item() == pytest.approx(h, abs=1e-6)
-    assert scoring.kl(p.log(), q.log()).item() == pytest.approx(kl, abs=1e-6)
-    assert scoring.kl(p.log(), p.log()).item() == pytest.approx(0.0, abs=1e-7)
+    assert categorical.entropy(p.log()).item() == pytest.approx(h, abs=1e-6)
+    assert categorical.kl(p.log(), q.log()).item() == pytest.approx(kl, abs=1e-6)
+    assert categorical.kl(p.log(), p.log()).item() == pytest.approx(0.0, abs=1e-7)
 
 
 def test_padding_takes_no_probability():
-    padded, mask = scoring.pad_logits([torch.tensor([0.0, 0.0]), torch.tensor([1.0, 2.0, 3.0])])
-    logp = scoring.masked_log_probs(padded, mask, temperature=1.0)
+    padded, mask = pad_scores([torch.tensor([0.0, 0.0]), torch.tensor([1.0, 2.0, 3.0])])
+    logp = categorical.masked_log_probs(padded, mask, temperature=1.0)
     assert logp[0].tolist()[:2] == pytest.approx([math.log(0.5)] * 2) and logp[0, 2].item() == 0.0
-    assert scoring.entropy(logp[0]).item() == pytest.approx(math.log(2))
+    assert categorical.entropy(logp[0]).item() == pytest.approx(math.log(2))
 
 
 def test_sampling_is_seeded_greedy_at_zero_and_follows_the_probabilities():
     logits = [torch.tensor([0.0, math.log(3.0)]), torch.tensor([5.0, 0.0, 1.0])]
-    assert [i for i, _ in scoring.sample_all(logits, 0.0)] == [1, 0]
-    draws = [scoring.sample_all(logits, 1.0, torch.Generator().manual_seed(s)) for s in range(2000)]
-    share = sum(d[0][0] for d in draws) / len(draws)
+    assert categorical.draw(logits, 0.0)[0].tolist() == [1, 0]
+    draws = [categorical.draw(logits, 1.0, torch.Generator().manual_seed(s))[0] for s in range(2000)]
+    share = sum(int(d[0]) for d in draws) / len(draws)
     assert share == pytest.approx(0.75, abs=0.04)  # p(1) = 3 / (1 + 3)
-    again = scoring.sample_all(logits, 1.0, torch.Generator().manual_seed(7))
-    assert again == scoring.sample_all(logits, 1.0, torch.Generator().manual_seed(7))
-    idx, logp = again[1]
-    assert logp == pytest.approx(scoring.log_probs(logits[1], 1.0)[idx].item(), abs=1e-6)
+    idx, logp, ent = categorical.draw(logits, 1.0, torch.Generator().manual_seed(7))
+    assert idx.tolist() == categorical.draw(logits, 1.0, torch.Generator().manual_seed(7))[0].tolist()
+    exact = torch.log_softmax(logits[1], -1)
+    assert logp[1].item() == pytest.approx(exact[idx[1]].item(), abs=1e-6)
+    assert ent[1].item() == pytest.approx(-(exact.exp() * exact).sum().item(), abs=1e-6)
     with pytest.raises(ValueError, match="empty"):
-        scoring.sample_all([torch.tensor([])], 1.0)
+        categorical.draw([torch.tensor([])], 1.0)
 
 
 def test_unknown_norm_and_action_mode_name_the_valid_ones():
@@ -152,10 +154,10 @@ def test_the_update_moves_the_chosen_action_with_its_advantage():
     policy = FeaturisedPolicy(seed=0)
     updater = ScoreUpdater(policy, get_estimator("grpo"), OptimConfig(lr=0.05, kl_coef=0.0, entropy_coef=0.0))
     inp = ScoreInput("corridor", "go to the hall", "You are in the attic.", [], 0, ("go east", "go west", "look"))
-    before = scoring.log_probs(policy.score_actions([inp]).logits[0].detach(), 1.0)
+    before = torch.log_softmax(policy.score_actions([inp]).logits[0].detach(), -1)
     for _ in range(5):
         updater.update([ScoreSample(inp, 1, advantage=1.0), ScoreSample(inp, 2, advantage=-1.0)])
-    after = scoring.log_probs(policy.score_actions([inp]).logits[0].detach(), 1.0)
+    after = torch.log_softmax(policy.score_actions([inp]).logits[0].detach(), -1)
     assert after[1] > before[1] and after[2] < before[2]
 
 
@@ -231,7 +233,7 @@ def test_score_mode_rollout_sends_the_chosen_candidate():
                       action_mode="score", generator=torch.Generator().manual_seed(0))
     assert out.rows and all(r.valid for r in out.rows)  # every chosen action is admissible
     for r in out.rows:
-        logp = scoring.log_probs(FeaturisedPolicy().score_actions([r.score_input]).logits[0].detach(), 1.0)
+        logp = torch.log_softmax(FeaturisedPolicy().score_actions([r.score_input]).logits[0].detach(), -1)
         assert r.old_logp == pytest.approx(logp[r.choice].item(), abs=1e-5)  # uniform at the start
 
 

@@ -1,9 +1,10 @@
 """The categorical policy over a step's admissible actions: pi(a | s) = softmax(logits(s, .) / T)[a].
 
 The score-mode rollout draws from it and the score-mode update differentiates it; both take the
-logits from an ``ActionScorer`` (``scoring.py``). Everything here is exact over the candidate set:
-log-probs, entropy -sum p log p, KL(pi || pi_ref) = sum_a pi(a) (log pi(a) - log pi_ref(a)), and the
-draw. Temperature 0 is greedy acting; its log-probs are taken at T = 1.
+logits from an ``ActionScorer`` (``scoring.py``), stacked by ``padding.pad_scores``. Everything here
+is exact over the candidate set: log-probs, entropy -sum p log p, KL(pi || pi_ref) = sum_a pi(a)
+(log pi(a) - log pi_ref(a)), and the draw. Temperature 0 is greedy acting; its log-probs are taken
+at T = 1.
 """
 
 from __future__ import annotations
@@ -13,12 +14,6 @@ from collections.abc import Sequence
 import torch
 
 from gagpo_cli.train.policies.padding import pad_scores
-
-
-def log_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    """log softmax(logits / T) over the candidates; T = 0 (greedy acting) is scored at T = 1."""
-    scale = temperature if temperature > 0 else 1.0
-    return torch.log_softmax(logits.float() / scale, dim=-1)
 
 
 def masked_log_probs(padded: torch.Tensor, mask: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -60,12 +55,3 @@ def draw(logits: Sequence[torch.Tensor], temperature: float, generator: torch.Ge
     else:
         idx = torch.multinomial(logp.exp() * mask, 1, generator=generator).squeeze(-1)
     return idx, logp.gather(1, idx[:, None]).squeeze(-1), entropy(logp)
-
-
-def sample_all(logits: Sequence[torch.Tensor], temperature: float,
-               generator: torch.Generator | None = None) -> list[tuple[int, float]]:
-    """``draw`` as a list of (chosen index, its log-prob) per step, in order."""
-    if not logits:
-        return []
-    idx, chosen, _ = draw(logits, temperature, generator)
-    return list(zip(idx.tolist(), chosen.tolist(), strict=True))

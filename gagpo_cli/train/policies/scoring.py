@@ -19,9 +19,7 @@ from gagpo_cli.train.policies.categorical import (  # noqa: F401
     draw,
     entropy,
     kl,
-    log_probs,
     masked_log_probs,
-    sample_all,
 )
 from gagpo_cli.train.policies.padding import pad_scores as pad_logits  # noqa: F401
 
