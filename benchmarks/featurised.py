@@ -51,7 +51,7 @@ def measure(name: str, policy, pool, tasks, max_steps: int) -> dict:
                   success_reward=10.0, invalid_penalty=0.1, action_mode="score",
                   generator=torch.Generator().manual_seed(0))
     wall, cpu = time.perf_counter() - began, time.process_time() - cpu
-    candidates = sum(len(r.score_input.candidates) for r in out.rows if r.score_input is not None)
+    candidates = sum(len(r.acted.score_input.candidates) for r in out.rows if r.acted.score_input is not None)
     return {"variant": name, "env": pool.environment_info.name, "episodes": len(tasks), "steps": len(out.rows),
             "steps_per_s": round(len(out.rows) / wall, 1), "steps_per_cpu_s": round(len(out.rows) / cpu, 1),
             "candidates_per_step": round(candidates / max(len(out.rows), 1), 1),

@@ -1,4 +1,4 @@
-"""Policy-update throughput: the Updater (length-sorted micro-batches, response-only output projection,
+"""Policy-update throughput: the GenerateUpdater (length-sorted micro-batches, response-only output projection,
 bf16 autocast) against a naive update (every row padded to the batch's longest row, fixed micro-batches
 of ``--naive-rows`` rows, full-sequence logits, float32), in the same run on the same rows.
 
@@ -22,8 +22,8 @@ import torch
 import torch.nn.functional as F
 
 from gagpo_cli.config import ModelConfig, OptimConfig
+from gagpo_cli.train.learning.generate_update import GenerateSample, GenerateUpdater
 from gagpo_cli.train.learning.loss import Denominators, policy_loss
-from gagpo_cli.train.learning.update import StepSample, Updater
 from gagpo_cli.train.policies.lm import Policy
 
 
@@ -31,17 +31,17 @@ class DeclaredLoss:
     ratio_mode, loss_agg, needs_critic = "sequence", "seq-mean-token-mean", False
 
 
-def make_rows(vocab: int, n: int, seed: int) -> list[StepSample]:
+def make_rows(vocab: int, n: int, seed: int) -> list[GenerateSample]:
     rng = np.random.default_rng(seed)
     rows = []
     for _ in range(n):
         prompt = rng.integers(100, vocab, size=int(rng.integers(200, 601))).tolist()
         response = rng.integers(100, vocab, size=int(rng.integers(20, 121))).tolist()
-        rows.append(StepSample(prompt, response, advantage=float(rng.normal())))
+        rows.append(GenerateSample(prompt, response, advantage=float(rng.normal())))
     return rows
 
 
-def naive_logprobs(policy: Policy, rows: list[StepSample], width: int, with_entropy: bool):
+def naive_logprobs(policy: Policy, rows: list[GenerateSample], width: int, with_entropy: bool):
     """Right-pad to ``width`` (the batch max), full logits over every position, gather the responses."""
     ids = torch.full((len(rows), width), policy.pad_id, dtype=torch.long)
     attention = torch.zeros_like(ids)
@@ -63,7 +63,7 @@ def naive_logprobs(policy: Policy, rows: list[StepSample], width: int, with_entr
     return logp, entropy, mask
 
 
-def naive_update(policy: Policy, optimizer, rows: list[StepSample], cfg: OptimConfig, rows_per_batch: int) -> None:
+def naive_update(policy: Policy, optimizer, rows: list[GenerateSample], cfg: OptimConfig, rows_per_batch: int) -> None:
     width = max(len(r.prompt_ids) + len(r.response_ids) for r in rows)
     chunks = [rows[i: i + rows_per_batch] for i in range(0, len(rows), rows_per_batch)]
     denom = Denominators(actions=len(rows), tokens=sum(len(r.response_ids) for r in rows))
@@ -111,7 +111,7 @@ def main() -> None:
           f"best of {args.repeats}, interleaved", flush=True)
 
     optimizer = torch.optim.AdamW([p for p in naive.model.parameters() if p.requires_grad], lr=cfg.lr)
-    updater = Updater(fast, DeclaredLoss(), cfg)
+    updater = GenerateUpdater(fast, DeclaredLoss(), cfg)
     naive_times, fast_times = [], []
     for _ in range(args.repeats):  # interleaved, so that load from other processes hits both alike
         start = time.perf_counter()

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from gagpo_cli.config import LORA_SCOPES, ExperimentConfig
 from gagpo_cli.errors import UsageError
+from gagpo_cli.train.acting.modes import get_action_mode
 from gagpo_cli.train.acting.rollout import TRAINING_REWARDS
 from gagpo_cli.train.learning.loss import KL_ENTROPY_AGGS
-from gagpo_cli.train.policies.scoring import check_action_mode
 from gagpo_cli.train.policies.scoring import check_norm as check_norm_setting
 from gagpo_cli.train.records import WANDB_MODES
 from gagpo_core import plugins
@@ -44,17 +44,11 @@ def check_settings(cfg: ExperimentConfig) -> None:
     if cfg.rollout.temperature <= 0:
         raise UsageError(f"rollout.temperature must be > 0: training samples from softmax(logits / T) and "
                          f"takes its log-probs there, got {cfg.rollout.temperature}")
-    check_action_mode(cfg.rollout.action_mode, cfg.model.name)
+    get_action_mode(cfg.rollout.action_mode).check_settings(cfg)  # unknown mode, policy kind, engine, LoRA scope
     check_norm_setting(cfg.rollout.score_norm)
-    if cfg.rollout.action_mode == "score" and cfg.rollout.engine == "vllm":
-        raise UsageError("rollout.engine=vllm generates text, but in score mode the policy itself ranks the "
-                         "actions; use rollout.action_mode=generate to generate with vLLM")
     if cfg.rollout.reward not in TRAINING_REWARDS:
         raise UsageError(unknown_name_message("rollout.reward", cfg.rollout.reward, list(TRAINING_REWARDS)))
     if cfg.optim.kl_entropy_agg not in KL_ENTROPY_AGGS:
         raise UsageError(unknown_name_message("optim.kl_entropy_agg", cfg.optim.kl_entropy_agg, list(KL_ENTROPY_AGGS)))
     if cfg.model.lora_scope not in LORA_SCOPES:
         raise UsageError(unknown_name_message("model.lora_scope", cfg.model.lora_scope, list(LORA_SCOPES)))
-    if cfg.model.lora_scope == "action" and (cfg.rollout.action_mode != "score" or not cfg.model.lora):
-        raise UsageError("model.lora_scope=action needs rollout.action_mode=score and model.lora=true "
-                         "(the adapter reads the scored action tokens)")

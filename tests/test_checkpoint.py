@@ -23,15 +23,15 @@ from gagpo_cli.train.checkpoint import (
     restore_rng,
     save_checkpoint,
 )
-from gagpo_cli.train.learning.update import StepSample, Updater
+from gagpo_cli.train.learning.generate_update import GenerateSample, GenerateUpdater
 from gagpo_cli.train.records import read_metrics, truncate_metrics
 
 
 def _trained(seed: int = 0):
     policy = tiny_policy(seed=seed)
-    updater = Updater(policy, get_estimator("gagpo"), OptimConfig(lr=1e-2))
+    updater = GenerateUpdater(policy, get_estimator("gagpo"), OptimConfig(lr=1e-2))
     ids = policy.chat_prompt("go east")
-    updater.update([StepSample(ids, [5, 6, 7], advantage=1.0), StepSample(ids, [8, 9], advantage=-1.0)])
+    updater.update([GenerateSample(ids, [5, 6, 7], advantage=1.0), GenerateSample(ids, [8, 9], advantage=-1.0)])
     return policy, updater
 
 
@@ -49,7 +49,7 @@ def test_round_trip_restores_weights_optimizer_and_rng(tmp_path):
     assert {"manifest.json", "trainer.pt", "rng.json"} <= {p.name for p in path.iterdir()}
 
     fresh = tiny_policy()
-    fresh_updater = Updater(fresh, get_estimator("gagpo"), OptimConfig(lr=1e-2))
+    fresh_updater = GenerateUpdater(fresh, get_estimator("gagpo"), OptimConfig(lr=1e-2))
     assert any(not torch.equal(a, b) for a, b in zip(_adapter(fresh).values(), _adapter(policy).values(), strict=True))
     restored = load_checkpoint(path, fresh, fresh_updater)
     assert restored.iteration == 1
@@ -89,7 +89,7 @@ def test_corrupt_checkpoint_names_the_file(tmp_path, damage):
         target.write_text("{not json")
     fresh = tiny_policy()
     with pytest.raises(UsageError, match="corrupt checkpoint") as err:
-        load_checkpoint(path, fresh, Updater(fresh, get_estimator("gagpo"), OptimConfig()))
+        load_checkpoint(path, fresh, GenerateUpdater(fresh, get_estimator("gagpo"), OptimConfig()))
     assert str(target) in str(err.value)
 
 

@@ -17,15 +17,15 @@ from gagpo_cli.config import OptimConfig
 from gagpo_cli.errors import UsageError
 from gagpo_cli.train.acting.rollout import TaskSpec
 from gagpo_cli.train.distributed import Dist, gather, shard, shard_tasks
+from gagpo_cli.train.learning.generate_update import GenerateSample, GenerateUpdater
 from gagpo_cli.train.learning.score_update import ScoreSample, ScoreUpdater
-from gagpo_cli.train.learning.update import StepSample, Updater
 from gagpo_cli.train.policies.scoring import ScoreInput
 
 GROUPS, K = 4, 3
 OPTIM = OptimConfig(lr=1e-2, kl_coef=0.05, entropy_coef=0.01, epochs=2, token_budget=60, critic_lr=1e-2)
 
 
-def _batch() -> list[StepSample]:
+def _batch() -> list[GenerateSample]:
     """GROUPS x K rows of random prompts/responses (various lengths, one empty response) with advantages."""
     g = torch.Generator().manual_seed(0)
     rows = []
@@ -33,7 +33,7 @@ def _batch() -> list[StepSample]:
         prompt = torch.randint(3, 500, (int(torch.randint(3, 12, (1,), generator=g)),), generator=g).tolist()
         length = 0 if i == 4 else int(torch.randint(1, 7, (1,), generator=g))
         response = torch.randint(3, 500, (length,), generator=g).tolist()
-        rows.append(StepSample(prompt, response, advantage=float(torch.randn(1, generator=g)),
+        rows.append(GenerateSample(prompt, response, advantage=float(torch.randn(1, generator=g)),
                                value_target=float(torch.randn(1, generator=g)),
                                rollout_logprobs=[-1.0 - 0.1 * j for j in range(length)]))
     return rows
@@ -67,12 +67,12 @@ def _score_batch() -> list[ScoreSample]:
 SCORE_OPTIM = dataclasses.replace(OPTIM, lr=0.0, critic_lr=0.0, grad_clip=1e9)
 
 
-def _updater(estimator: str, split: str, ctx: Dist | None = None) -> tuple[Updater | ScoreUpdater, list]:
+def _updater(estimator: str, split: str, ctx: Dist | None = None) -> tuple[GenerateUpdater | ScoreUpdater, list]:
     """The updater of a case and its batch: ``score-*`` splits train the featurised policy in score mode."""
     torch.manual_seed(0)
     if split.startswith("score"):
         return ScoreUpdater(perturbed_bow_mlp(), get_estimator(estimator), SCORE_OPTIM, dist=ctx), _score_batch()
-    return Updater(tiny_policy(), get_estimator(estimator), OPTIM, dist=ctx), _batch()
+    return GenerateUpdater(tiny_policy(), get_estimator(estimator), OPTIM, dist=ctx), _batch()
 
 
 def _update(ctx: Dist, estimator: str, split: str) -> tuple[dict[str, float], list[torch.Tensor], list]:

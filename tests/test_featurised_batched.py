@@ -38,7 +38,7 @@ def _states(env: str, episodes: int, steps: int) -> list[ScoreInput]:
         out = collect(_trained_policy(1), pool, tasks, max_steps=steps, history=2, temperature=1.0,
                       max_new_tokens=1, success_reward=10.0, invalid_penalty=0.1, action_mode="score",
                       generator=torch.Generator().manual_seed(0))
-    return [r.score_input for r in out.rows if r.score_input is not None]
+    return [r.acted.score_input for r in out.rows if r.acted.score_input is not None]
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,8 @@ import torch
 from tiny_model import tiny_policy
 
 from gagpo_cli.config import OptimConfig
+from gagpo_cli.train.learning.generate_update import GenerateUpdater
 from gagpo_cli.train.learning.loss import Denominators, aggregate, k3_kl, policy_loss, sequence_ratio_loss
-from gagpo_cli.train.learning.update import Updater
 
 
 def _grad(fn, x: torch.Tensor) -> torch.Tensor:
@@ -108,7 +108,7 @@ def test_bad_kl_entropy_agg_is_a_one_line_error():
 
     with pytest.raises(ValueError, match="optim.kl_entropy_agg must be one of token-mean, seq-mean-token-mean, "
                                          "policy, got 'verl'"):
-        Updater(tiny_policy(), Declared(), OptimConfig(kl_entropy_agg="verl"))
+        GenerateUpdater(tiny_policy(), Declared(), OptimConfig(kl_entropy_agg="verl"))
 
 
 # Produced once, offline, from verl's own functions (volcengine/verl at b178a3cd5, Jan 2026,

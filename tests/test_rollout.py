@@ -34,8 +34,8 @@ def test_corridor_rollout_rows_groups_and_budget(policy):
     for row in out.rows:
         by_traj.setdefault(row.traj_id, []).append(row)
         assert row.group_id == tasks[row.traj_id].group_id
-        assert row.prompt_ids and row.response_ids
-        assert len(row.rollout_logprobs) == len(row.response_ids)  # as sampled, for rollout_probs_diff
+        assert row.acted.prompt_ids and row.acted.response_ids
+        assert len(row.acted.rollout_logprobs) == len(row.acted.response_ids)  # as sampled, for rollout_probs_diff
         # random model: no tags -> malformed, an invalid no-op for the corridor, and the docs/algorithms.md#rewards-and-penalties penalty,
         # kept apart from the environment reward (the estimator's `penalty` option decides where it enters)
         assert row.malformed and not row.valid and row.reward == 0.0 and row.penalty == pytest.approx(0.1)
@@ -77,8 +77,8 @@ def test_same_generator_seed_same_rollout(policy):
         a = _collect(policy, pool, tasks, max_steps=2, seed=5)
         b = _collect(policy, pool, tasks, max_steps=2, seed=5)
         c = _collect(policy, pool, tasks, max_steps=2, seed=6)
-    assert [r.response_ids for r in a.rows] == [r.response_ids for r in b.rows]
-    assert [r.response_ids for r in a.rows] != [r.response_ids for r in c.rows]
+    assert [r.acted.response_ids for r in a.rows] == [r.acted.response_ids for r in b.rows]
+    assert [r.acted.response_ids for r in a.rows] != [r.acted.response_ids for r in c.rows]
 
 
 def test_training_reward_success_or_raw_final_score():

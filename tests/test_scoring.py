@@ -14,8 +14,9 @@ from envs.no_choice import NoChoiceEnvironment
 
 from environments.pool import EnvPool
 from estimators import get_estimator
-from gagpo_cli.config import OptimConfig
+from gagpo_cli.config import ExperimentConfig, ModelConfig, OptimConfig
 from gagpo_cli.errors import UsageError
+from gagpo_cli.train.acting.modes import get_action_mode
 from gagpo_cli.train.acting.rollout import TaskSpec, collect
 from gagpo_cli.train.learning.score_update import ScoreSample, ScoreUpdater
 from gagpo_cli.train.policies import categorical, scoring
@@ -70,9 +71,9 @@ def test_unknown_norm_and_action_mode_name_the_valid_ones():
     with pytest.raises(ValueError, match="token, word, none"):
         scoring.check_norm("bytes")
     with pytest.raises(UsageError, match="generate, score"):
-        scoring.check_action_mode("nosuch", "bow-mlp")
+        get_action_mode("nosuch")
     with pytest.raises(UsageError, match="only ranks"):
-        scoring.check_action_mode("generate", "bow-mlp")
+        get_action_mode("generate").check_settings(ExperimentConfig(model=ModelConfig(name="bow-mlp")))
 
 
 # ---------------------------------------------------------------------------- the update
@@ -218,11 +219,11 @@ def test_an_empty_admissible_set_is_an_invalid_penalised_step():
                       temperature=1.0, max_new_tokens=1, success_reward=10.0, invalid_penalty=0.1,
                       action_mode="score", generator=torch.Generator().manual_seed(0))
     first = [r for r in out.rows if r.step_index == 0]
-    assert all(r.malformed and not r.valid and r.score_input is None for r in first)
+    assert all(r.malformed and not r.valid and r.acted.score_input is None for r in first)
     # penalised like a malformed output (a penalty field of its own, or folded into the reward)
     assert all(r.reward - getattr(r, "penalty", 0.0) == pytest.approx(-0.1) for r in first)
     later = [r for r in out.rows if r.step_index > 0]
-    assert later and all(r.score_input is not None and r.score_input.candidates == ("win", "wait") for r in later)
+    assert later and all(r.acted.score_input is not None and r.acted.score_input.candidates == ("win", "wait") for r in later)
     assert out.metrics("train")["train/malformed_ratio"] > 0
 
 
@@ -233,8 +234,8 @@ def test_score_mode_rollout_sends_the_chosen_candidate():
                       action_mode="score", generator=torch.Generator().manual_seed(0))
     assert out.rows and all(r.valid for r in out.rows)  # every chosen action is admissible
     for r in out.rows:
-        logp = torch.log_softmax(FeaturisedPolicy().score_actions([r.score_input]).logits[0].detach(), -1)
-        assert r.old_logp == pytest.approx(logp[r.choice].item(), abs=1e-5)  # uniform at the start
+        logp = torch.log_softmax(FeaturisedPolicy().score_actions([r.acted.score_input]).logits[0].detach(), -1)
+        assert r.acted.rollout_logp == pytest.approx(logp[r.acted.choice].item(), abs=1e-5)  # uniform at the start
 
 
 @pytest.mark.parametrize("mini_batches", [1, 2])  # the start log-probs from the first pass / the old pass
@@ -250,18 +251,18 @@ def test_the_update_reports_the_gap_to_the_rollouts_probabilities(mini_batches):
     gen = torch.Generator().manual_seed(1)
 
     def samples(shift: float) -> list[ScoreSample]:
-        return [ScoreSample(r.score_input, r.choice, advantage=float(torch.randn(1, generator=gen)),
-                            rollout_logp=r.old_logp + shift) for r in out.rows]
+        return [ScoreSample(r.acted.score_input, r.acted.choice, advantage=float(torch.randn(1, generator=gen)),
+                            rollout_logp=r.acted.rollout_logp + shift) for r in out.rows]
 
     cfg = OptimConfig(lr=0.0, kl_coef=0.0, mini_batches=mini_batches)
     same = ScoreUpdater(policy, get_estimator("grpo"), cfg, temperature=0.7).update(samples(0.0))
     assert same["actor/rollout_probs_diff_max"] < 1e-6  # fp32, the same weights: no gap
     halved = ScoreUpdater(policy, get_estimator("grpo"), cfg, temperature=0.7).update(samples(math.log(0.5)))
-    expected = 0.5 * torch.tensor([r.old_logp for r in out.rows], dtype=torch.float64).exp()
+    expected = 0.5 * torch.tensor([r.acted.rollout_logp for r in out.rows], dtype=torch.float64).exp()
     assert halved["actor/rollout_probs_diff_max"] == pytest.approx(expected.max().item(), rel=1e-5)
     assert halved["actor/rollout_probs_diff_mean"] == pytest.approx(expected.mean().item(), rel=1e-5)
     assert "actor/rollout_probs_diff_max" not in ScoreUpdater(policy, get_estimator("grpo"), cfg).update(
-        [ScoreSample(r.score_input, r.choice, advantage=1.0) for r in out.rows])  # no rollout log-probs
+        [ScoreSample(r.acted.score_input, r.acted.choice, advantage=1.0) for r in out.rows])  # no rollout log-probs
 
 
 # ---------------------------------------------------------------------------- command line

@@ -15,8 +15,8 @@ from tiny_model import tiny_policy
 
 from estimators import StepBatch, available_estimators, get_estimator
 from gagpo_cli.config import OptimConfig
+from gagpo_cli.train.learning.generate_update import GenerateSample, GenerateUpdater
 from gagpo_cli.train.learning.score_update import ScoreSample, ScoreUpdater
-from gagpo_cli.train.learning.update import StepSample, Updater
 from gagpo_cli.train.policies.scoring import ScoreInput
 
 GROUPS, K, T = 4, 3, 2
@@ -59,13 +59,13 @@ def _score_samples(advantages: np.ndarray, returns) -> list[ScoreSample]:
     return samples
 
 
-def _token_samples(advantages: np.ndarray, returns) -> list[StepSample]:
+def _token_samples(advantages: np.ndarray, returns) -> list[GenerateSample]:
     gen = torch.Generator().manual_seed(0)
     samples = []
     for i, adv in enumerate(advantages):
         prompt = torch.randint(3, 500, (3 + i % 4,), generator=gen).tolist()
         response = torch.randint(3, 500, (1 + i % 3,), generator=gen).tolist()
-        samples.append(StepSample(prompt, response, advantage=float(adv),
+        samples.append(GenerateSample(prompt, response, advantage=float(adv),
                                   value_target=None if returns is None else float(returns[i])))
     return samples
 
@@ -77,7 +77,7 @@ def _run(mode: str, name: str, cfg: OptimConfig) -> tuple[list[list[torch.Tensor
         updater = ScoreUpdater(perturbed_bow_mlp(), get_estimator(name), cfg)
         samples = _score_samples(advantages, returns)
     else:
-        updater = Updater(tiny_policy(), get_estimator(name), cfg)
+        updater = GenerateUpdater(tiny_policy(), get_estimator(name), cfg)
         samples = _token_samples(advantages, returns)
     grads, step = [], updater.optimizer.step
 

@@ -15,15 +15,16 @@ from tiny_model import tiny_policy
 from environments.pool import EnvPool
 from estimators import get_estimator
 from gagpo_cli.config import OptimConfig, load_config
+from gagpo_cli.train.acting.decision import Generated
 from gagpo_cli.train.acting.rollout import Rollout, StepRow
-from gagpo_cli.train.learning.update import StepSample, Updater
+from gagpo_cli.train.learning.generate_update import GenerateSample, GenerateUpdater
 from gagpo_cli.train.recipe import train
 from gagpo_cli.train.records import read_metrics
 
 
 def _row(traj: int, step: int, response: list[int], entropy: float | None = None) -> StepRow:
-    return StepRow(group_id=0, traj_id=traj, step_index=step, state_key=f"s{step}", prompt_ids=[1, 2],
-                   response_ids=response, reward=0.0, penalty=0.0, terminated=False, valid=True,
+    return StepRow(group_id=0, traj_id=traj, step_index=step, state_key=f"s{step}",
+                   acted=Generated([1, 2], response, None), reward=0.0, penalty=0.0, terminated=False, valid=True,
                    malformed=False, truncated=False, response_length=len(response), entropy=entropy)
 
 
@@ -48,13 +49,13 @@ def test_fill_entropies_only_where_missing():
 
 @pytest.mark.parametrize("temperature", [1.0, 0.6])
 def test_step_entropies_are_the_exact_mean_token_entropy(temperature):
-    """Updater.step_entropies against the model's own logits, position by position, at temperature T."""
+    """GenerateUpdater.step_entropies against the model's own logits, position by position, at temperature T."""
     torch.manual_seed(0)
     policy = tiny_policy()
-    updater = Updater(policy, get_estimator("grpo"), OptimConfig(), temperature=temperature)
-    samples = [StepSample(prompt_ids=[3, 4, 5, 6], response_ids=[7, 8, 9]),
-               StepSample(prompt_ids=[10, 11], response_ids=[12]),
-               StepSample(prompt_ids=[13, 14, 15], response_ids=[])]
+    updater = GenerateUpdater(policy, get_estimator("grpo"), OptimConfig(), temperature=temperature)
+    samples = [GenerateSample(prompt_ids=[3, 4, 5, 6], response_ids=[7, 8, 9]),
+               GenerateSample(prompt_ids=[10, 11], response_ids=[12]),
+               GenerateSample(prompt_ids=[13, 14, 15], response_ids=[])]
     got = updater.step_entropies(samples)
     want = []
     with torch.no_grad():

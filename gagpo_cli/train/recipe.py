@@ -5,7 +5,7 @@ For each iteration:
   2. roll out all N x K episodes together (``rollout.collect``, temperature 1.0, docs/algorithms.md#rewards-and-penalties rewards);
   3. (ppo only) critic values V(s_t) of every step row;
   4. one advantage per step row from the registered estimator (docs/algorithms.md#gagpo to #baselines) on the ``StepBatch``;
-  5. the policy update (``Updater.update``: old/reference log-probs, then the clipped loss in the
+  5. the policy update (``PolicyUpdater.update``: old/reference log-probs, then the clipped loss in the
      estimator's ratio mode);
   6. records: one ``metrics.jsonl`` line (train/*, actor/*, adv/*, stepgroup/*, timing/*, perf/*);
   7. every ``eval_every`` iterations, an evaluation at temperature 0.4 (eval/*);
@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from environments.base import score_mode_env_options
 from gagpo_cli.config import ExperimentConfig
 from gagpo_cli.config_checks import check_settings
 from gagpo_cli.console import Heartbeat
@@ -39,7 +38,8 @@ from gagpo_cli.estimate import RunProgress, announce_estimate
 from gagpo_cli.models import check_model_source
 from gagpo_cli.threads import apply_threads
 from gagpo_cli.train import distributed
-from gagpo_cli.train.acting.engines import EngineError, check_engine, open_engine
+from gagpo_cli.train.acting.engines import EngineError
+from gagpo_cli.train.acting.modes import get_action_mode
 from gagpo_cli.train.acting.rollout import (
     RolloutInterrupted,
     TaskSpec,
@@ -55,8 +55,7 @@ from gagpo_cli.train.checkpoint import (
     save_checkpoint,
 )
 from gagpo_cli.train.evaluation import evaluate_baseline, evaluate_policy, write_eval_record, write_final_eval
-from gagpo_cli.train.policies.bow_mlp import ALIAS as FEATURISED
-from gagpo_cli.train.policies.scoring import check_action_mode
+from gagpo_cli.train.policies.kinds import load_policy, policy_kind
 from gagpo_cli.train.records import RunRecords, progress_line, truncate_metrics
 from gagpo_cli.train.run_dir import prepare_run_dir, removed_on_failure, run_name
 from gagpo_cli.train.stopping import EngineCrashed, StopFlag, TrainingInterrupted, stop_on_sigint, stopped_by
@@ -78,14 +77,14 @@ def train(cfg: ExperimentConfig, *, resume: bool = False, policy: Any = None, en
         if env_pool is None:
             plugins.load(plugins.ENVIRONMENTS, cfg.env.name)
     check_settings(cfg)
+    mode = get_action_mode(cfg.rollout.action_mode)
     if policy is not None:
-        check_action_mode(cfg.rollout.action_mode, cfg.model.name, policy)
+        mode.check_policy(policy, cfg.model.name)
     apply_threads(cfg.train.threads)  # before any model is built (oversubscription ruins CPU runs)
-    if cfg.rollout.action_mode == "score" and env_pool is None:  # e.g. WebShop's candidate search queries
-        cfg.env.options = score_mode_env_options(cfg.env.name, cfg.env.options)
-    if cfg.rollout.action_mode != "score":
-        check_engine(cfg.rollout.engine)  # vllm asked for but not installed: the setup line, before any loading
-    if policy is None and cfg.model.name != FEATURISED:
+    if env_pool is None:
+        cfg.env.options = mode.env_options(cfg.env.name, cfg.env.options)
+    mode.check_engine(cfg.rollout.engine)  # e.g. vllm asked for but not installed: before any loading
+    if policy is None and policy_kind(cfg.model.name).model_source:
         check_model_source(cfg.model.name)  # a missing or unreadable local model: before any folder is made
     # torchrun: join the process group, its backend following the policy's device (one process: a no-op)
     ctx = distributed.init_from_env(policy_kind(cfg.model.name).device(cfg.model))
@@ -108,26 +107,15 @@ def train(cfg: ExperimentConfig, *, resume: bool = False, policy: Any = None, en
 
 
 def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, estimator: Any, policy: Any, pool: Any) -> Path:
-    from gagpo_cli.train.acting.score_rollout import ScoringEngine
-    from gagpo_cli.train.learning.score_update import ScoreUpdater
-    from gagpo_cli.train.learning.update import Updater
-    from gagpo_cli.train.policies.bow_mlp import load_policy
-
     info = pool.environment_info
     train_tasks = pool.num_tasks(choose_split(info, cfg.env.train_split, "env.train_split"))
     eval_split = choose_split(info, cfg.env.eval_split, "env.eval_split")
-    score_mode = cfg.rollout.action_mode == "score"
+    mode = get_action_mode(cfg.rollout.action_mode)
     if policy is None:
         policy = load_policy(cfg.model, seed=cfg.train.seed)
-    if score_mode:
-        updater = ScoreUpdater(policy, estimator, cfg.optim, temperature=cfg.rollout.temperature,
-                               norm=cfg.rollout.score_norm, dist=distributed.current())
-    else:
-        updater = Updater(policy, estimator, cfg.optim, dist=distributed.current(),
-                          temperature=cfg.rollout.temperature)
+    updater = mode.updater(policy, estimator, cfg, distributed.current())
     start = _restore(run_dir, policy, updater) if resume else 0
-    engine = (ScoringEngine(policy) if score_mode  # score mode: the policy itself ranks the actions
-              else open_engine(cfg.rollout.engine, policy, cfg.model.name, cfg.rollout.engine_options))  # generates
+    engine = mode.open_engine(policy, cfg)  # generate: a rollout engine; score: the policy itself ranks
     estimate = announce_estimate(cfg, engine, pool, start=start, device=getattr(policy, "device", "cpu"))
     records = RunRecords(run_dir, wandb_mode=cfg.logging.wandb, project=cfg.logging.wandb_project,
                          run_name=run_dir.name, config=cfg.to_dict())
@@ -175,9 +163,6 @@ def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, estimator: Any, p
 def _iteration(cfg: ExperimentConfig, iteration: int, policy: Any, pool: Any, estimator: Any, updater: Any,
                train_tasks: int, stop: StopFlag) -> dict[str, float]:
     """Steps 1-6 of the module docstring for one iteration; returns its metrics."""
-    from gagpo_cli.train.learning.score_update import ScoreSample
-    from gagpo_cli.train.learning.update import StepSample
-
     began = time.perf_counter()
     tasks, sampling_seed = sample_tasks(cfg, train_tasks, iteration)
     ctx = distributed.current()  # several processes: this rank rolls out its whole rollout groups
@@ -196,12 +181,7 @@ def _iteration(cfg: ExperimentConfig, iteration: int, policy: Any, pool: Any, es
     rollout_s = time.perf_counter() - began
 
     began = time.perf_counter()
-    if cfg.rollout.action_mode == "score":
-        samples = [ScoreSample(score_input=r.score_input, choice=r.choice, rollout_logp=r.old_logp)
-                   for r in rollout.rows]
-    else:
-        samples = [StepSample(prompt_ids=r.prompt_ids, response_ids=r.response_ids,
-                              rollout_logprobs=r.rollout_logprobs) for r in rollout.rows]
+    samples = get_action_mode(cfg.rollout.action_mode).samples(rollout.rows)
     values = updater.values(samples) if estimator.needs_critic else None  # docs/algorithms.md#baselines ppo: V_phi(s_t)
     if "entropies" in estimator.requires:  # generate mode: a no-grad pass at the rollout temperature
         rollout.fill_entropies(lambda: updater.step_entropies(samples))

@@ -2,8 +2,8 @@
 
 ``load_agent(spec)`` accepts a training run directory (its ``config.yaml`` and newest checkpoint),
 one checkpoint folder (``<run>/checkpoints/iter_000010``), or a model (local folder or hub id).
-The agent acts through the rollout's ``decide`` (same prompts, one batched generation per turn)
-at the evaluation temperature (docs/algorithms.md#rewards-and-penalties: 0.4).
+The agent acts through its action mode's ``decide`` (``modes.py``: the rollout's prompts, one batched
+call per turn) at the evaluation temperature (docs/algorithms.md#rewards-and-penalties: 0.4).
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ import torch
 from gagpo_cli.agents import SlotView
 from gagpo_cli.config import ExperimentConfig, ModelConfig, load_config
 from gagpo_cli.errors import UsageError
-from gagpo_cli.train.acting.rollout import decide
-from gagpo_cli.train.acting.score_rollout import decide_scores
+from gagpo_cli.train.acting.modes import Acting, ActionMode, get_action_mode
 from gagpo_cli.train.checkpoint import MANIFEST, latest_checkpoint, verify_checkpoint
 
 
@@ -31,13 +30,10 @@ class ModelAgent:
         self.policy = policy
         self.model_name = model_name or name  # the language model (a trained run's base model)
         self.run = run  # the trained run's directory name ('' for a model as it is)
-        self.action_mode = action_mode  # score: rank the admissible actions (score_rollout.decide_scores)
-        self.score_norm = score_norm
-        self.list_actions = list_actions
+        self.action_mode = get_action_mode(action_mode).name  # rollout.action_mode (checked): generate | score
+        self.acting = Acting(history=history, temperature=temperature, max_new_tokens=max_new_tokens,
+                             score_norm=score_norm, list_actions=list_actions)
         self.name = name
-        self.history = history
-        self.temperature = temperature
-        self.max_new_tokens = max_new_tokens
         self.generator = torch.Generator().manual_seed(seed)
 
     @classmethod
@@ -49,29 +45,34 @@ class ModelAgent:
                    score_norm=cfg.rollout.score_norm, list_actions=cfg.rollout.list_actions,
                    model_name=cfg.model.name, run=run)
 
+    @property
+    def mode(self) -> ActionMode:
+        """How the agent acts (``modes.py``): the mode its ``action_mode`` names."""
+        return get_action_mode(self.action_mode)
+
+    @property
+    def history(self) -> int:
+        return self.acting.history
+
+    @property
+    def temperature(self) -> float:
+        return self.acting.temperature
+
+    @property
+    def max_new_tokens(self) -> int:
+        return self.acting.max_new_tokens
+
     def act(self, pool: Any, views: Sequence[SlotView]) -> list[str]:
         """One action text per view (a malformed output is passed on as the environment's no-op)."""
-        if self.action_mode == "score":
-            return [d.sent for d in decide_scores(
-                self.policy, pool.environment_info.name, views, history=self.history, temperature=self.temperature,
-                norm=self.score_norm, list_actions=self.list_actions, generator=self.generator)]
-        decisions = decide(self.policy, pool.environment_info.name, views, history=self.history,
-                           temperature=self.temperature, max_new_tokens=self.max_new_tokens, generator=self.generator)
-        return [d.sent for d in decisions]
+        env_name = pool.environment_info.name
+        return [d.sent for d in self.mode.decide(self.policy, env_name, views, self.acting, self.generator)]
 
 
 def with_engine(agent: ModelAgent, requested: str) -> ModelAgent:
     """``agent`` generating through the rollout engine ``requested`` (``hf``, ``vllm`` or ``auto``:
     ``engines.choose_engine``) instead of its policy's own generation; the engine is synced to the
     loaded weights (a trained run's). Score mode ranks with the policy itself: a ``UsageError``."""
-    from gagpo_cli.train.acting.engines import open_engine
-
-    if agent.action_mode == "score":
-        raise UsageError(f"--engine {requested}: this run ranks admissible actions "
-                         "(rollout.action_mode=score) with the policy itself; leave --engine out")
-    engine = open_engine(requested, agent.policy, agent.model_name)
-    engine.sync()
-    agent.policy = engine
+    agent.policy = agent.mode.evaluation_engine(agent.policy, requested, agent.model_name)
     return agent
 
 

@@ -10,10 +10,10 @@ WebShop's own RL reward), minus ``invalid_penalty`` on each malformed step; the 
 (``StepRow.penalty``, ``StepBatch.penalties``) so the estimator's ``penalty`` option decides where it
 enters (docs/algorithms.md#rewards-and-penalties).
 
-``decide`` (prompt -> generate -> parse for a batch of episodes) is shared with the evaluation
-agent (``gagpo_cli.train.acting.agent``), which runs under ``gagpo_cli.episodes``' episode loop.
-``collect`` is the training loop over the same step; ``Rollout.step_batch`` is the one place that
-turns step rows into the estimators' ``StepBatch`` (docs/algorithms.md#step-batch).
+One turn of acting is the action mode's ``decide`` (``modes.py``: generate or score), shared with the
+evaluation agent (``gagpo_cli.train.acting.agent``), which runs under ``gagpo_cli.episodes``' episode
+loop. ``collect`` is the training loop over the same step; ``Rollout.step_batch`` is the one place
+that turns step rows into the estimators' ``StepBatch`` (docs/algorithms.md#step-batch).
 """
 
 from __future__ import annotations
@@ -27,12 +27,10 @@ import numpy as np
 import torch
 
 from gagpo_cli.agents import SlotView
+from gagpo_cli.console import progress_bar
 from gagpo_cli.episodes import EpisodeRecord, record_of, summarize
-from gagpo_cli.train.acting.prompts import parse_action, render_prompt
-from gagpo_cli.train.acting.score_rollout import ScoreDecision, decide_scores
-from gagpo_cli.train.records import progress_bar
-
-MALFORMED_CHARS = 200  # a malformed output reaches the environment (and later prompts) this short
+from gagpo_cli.train.acting.decision import Decision, Generated, Ranked
+from gagpo_cli.train.acting.modes import Acting, get_action_mode
 
 
 class TaskSpec(NamedTuple):
@@ -44,50 +42,7 @@ class TaskSpec(NamedTuple):
     group_id: int
 
 
-@dataclass
-class Decision:
-    """The model's answer for one live episode."""
-
-    prompt_ids: list[int]
-    response_ids: list[int]
-    action: str | None  # parsed from <action>...</action>; None when malformed
-    sent: str  # what the environment receives: the action, or the clipped raw output
-    truncated: bool  # the response hit max_new_tokens
-    score_fields: dict[str, Any] = field(default_factory=dict)  # score mode: StepRow's score_input, choice, old_logp
-    logprobs: list[float] | None = None  # generate mode: each response token's log-prob as sampled
-    entropy: float | None = None  # score mode: entropy over the candidates (generate mode: filled later)
-    length: int | None = None  # score mode: the chosen action's length (generate mode: the response's tokens)
-
-
-def decide(
-    policy: Any,
-    env_name: str,
-    views: Sequence[SlotView],
-    *,
-    history: int,
-    temperature: float,
-    max_new_tokens: int,
-    generator: torch.Generator | None = None,
-) -> list[Decision]:
-    """Prompt every view, generate all answers in one batched call, parse them; one ``Decision`` per view."""
-    prompts = [
-        policy.chat_prompt(render_prompt(
-            env_name, goal=v.goal, observation=v.observation, admissible_actions=v.admissible_actions,
-            history=v.history[-history:] if history > 0 else [], step_count=len(v.history),
-        ))
-        for v in views
-    ]
-    generations = policy.generate(prompts, temperature=temperature, max_new_tokens=max_new_tokens, generator=generator)
-    decisions = []
-    for prompt, gen in zip(prompts, generations, strict=True):
-        action = parse_action(gen.text)
-        sent = action if action is not None else gen.text.strip()[:MALFORMED_CHARS]
-        decisions.append(Decision(prompt, gen.response_ids, action, sent, gen.truncated,
-                                  logprobs=gen.logprobs))
-    return decisions
-
-
-@dataclass
+@dataclass(slots=True)  # no per-instance dict: thousands live through each iteration
 class StepRow:
     """One environment step = one LLM call = one row of the step batch (docs/algorithms.md#step-batch)."""
 
@@ -95,18 +50,13 @@ class StepRow:
     traj_id: int
     step_index: int
     state_key: str  # key of the state the action was taken in
-    prompt_ids: list[int]
-    response_ids: list[int]
+    acted: Generated | Ranked  # how the action was taken: the mode's record, with the rollout's log-probs
     reward: float  # environment reward alone (docs/algorithms.md#rewards-and-penalties: success_reward x won at the final step)
     penalty: float  # invalid-action penalty of this step, kept apart (StepBatch.penalties)
     terminated: bool
     valid: bool  # the output had an action and the environment accepted it
     malformed: bool  # no <action>...</action> in the output
     truncated: bool  # the response hit max_new_tokens
-    score_input: Any = None  # score mode: the ScoreInput the action was chosen from (None: none to choose)
-    choice: int = -1  # score mode: index of the chosen candidate
-    old_logp: float = 0.0  # score mode: log pi(choice | s) at the rollout temperature
-    rollout_logprobs: list[float] | None = None  # generate mode: log pi_T of each response token as sampled
     response_length: int = 0  # StepBatch.response_lengths: response tokens (score mode: Decision.length)
     entropy: float | None = None  # StepBatch.entropies: mean token entropy at the rollout temperature
 
@@ -201,13 +151,17 @@ def collect(
     ``chat_prompt`` and ``generate``), ``pool`` an ``EnvPool`` whose slot ``i`` runs ``tasks[i]`` (the
     trajectory id of its rows is ``i``; its environment's name picks the prompt template).
     ``should_stop`` is polled between turns; when it returns True, ``RolloutInterrupted`` is raised.
-    ``action_mode="score"``: the policy scores the admissible actions instead (``score_rollout``); a
-    step with no admissible action is an invalid step, penalised and counted as malformed.
+    ``action_mode`` names the mode that acts (``modes.ACTION_MODES``; ``score``: the policy ranks the
+    admissible actions, and a step with none is an invalid step, penalised and counted as malformed).
     """
+    mode = get_action_mode(action_mode)
+    acting = Acting(history=history, temperature=temperature, max_new_tokens=max_new_tokens,
+                    score_norm=score_norm, list_actions=list_actions)
     out = Rollout()
     env_name = pool.environment_info.name
     started = time.perf_counter()
-    views = [SlotView.start(i, r) for i, r in enumerate(pool.reset([(t.split, t.task_id, t.seed) for t in tasks]))]
+    resets = pool.reset([(t.split, t.task_id, t.seed) for t in tasks])
+    views = [SlotView.start(i, r) for i, r in enumerate(resets)]
     out.env_s += time.perf_counter() - started
     live = list(range(len(tasks)))
 
@@ -218,45 +172,36 @@ def collect(
             if should_stop is not None and should_stop():
                 raise RolloutInterrupted
             started = time.perf_counter()
-            if action_mode == "score":
-                decisions = [_scored(d) for d in decide_scores(
-                    policy, env_name, [views[i] for i in live], history=history, temperature=temperature,
-                    norm=score_norm, list_actions=list_actions, generator=generator)]
-            else:
-                decisions = decide(policy, env_name, [views[i] for i in live], history=history,
-                                   temperature=temperature, max_new_tokens=max_new_tokens, generator=generator)
+            decisions = mode.decide(policy, env_name, [views[i] for i in live], acting, generator)
             out.generate_s += time.perf_counter() - started
             started = time.perf_counter()
             results = pool.step({i: d.sent for i, d in zip(live, decisions, strict=True)})
             out.env_s += time.perf_counter() - started
 
             for i, d in zip(live, decisions, strict=True):
-                step = results[i]
-                malformed = d.action is None
-                out.generated_tokens += len(d.response_ids)
-                out.rows.append(StepRow(
-                    group_id=tasks[i].group_id, traj_id=i, step_index=step_index,
-                    state_key=views[i].last.state_key, prompt_ids=d.prompt_ids, response_ids=d.response_ids,
-                    reward=success_reward * final_reward(step, reward), penalty=invalid_penalty * float(malformed),
-                    terminated=step.done and not step.crashed,  # budget cut or engine crash: not an end (docs/algorithms.md#step-batch)
-                    valid=step.valid and not malformed, malformed=malformed, truncated=d.truncated,
-                    rollout_logprobs=d.logprobs, entropy=d.entropy,
-                    response_length=len(d.response_ids) if d.length is None else d.length, **d.score_fields,
-                ))
-                views[i].advance(d.sent, step)
+                out.generated_tokens += d.acted.generated_tokens
+                out.rows.append(_step_row(tasks[i], i, step_index, views[i].last.state_key, d, results[i],
+                                          success_reward=success_reward, invalid_penalty=invalid_penalty,
+                                          reward=reward))
+                views[i].advance(d.sent, results[i])
             live = [i for i in live if not results[i].done]
             advance()
     out.episodes = [record_of(task.task_id, view) for task, view in zip(tasks, views, strict=True)]
     return out
 
 
-def _scored(d: ScoreDecision) -> Decision:
-    """A score-mode choice as a ``Decision``: no tokens; ``action`` None (malformed) when there was nothing
-    to choose from."""
-    action = None if d.score_input is None else d.sent
-    return Decision([], [], action, d.sent, False,
-                    {"score_input": d.score_input, "choice": d.choice, "old_logp": d.old_logp},
-                    entropy=d.entropy, length=d.length)
+def _step_row(task: TaskSpec, traj_id: int, step_index: int, state_key: str, d: Decision, step: Any, *,
+              success_reward: float, invalid_penalty: float, reward: str) -> StepRow:
+    """The row of one episode's step: ``d`` taken in state ``state_key``, answered by the environment's
+    ``step``; an action that is missing (malformed) costs ``invalid_penalty``."""
+    malformed = d.action is None
+    return StepRow(
+        group_id=task.group_id, traj_id=traj_id, step_index=step_index, state_key=state_key, acted=d.acted,
+        reward=success_reward * final_reward(step, reward), penalty=invalid_penalty * float(malformed),
+        terminated=step.done and not step.crashed,  # a budget cut or an engine crash is not an end
+        valid=step.valid and not malformed, malformed=malformed, truncated=d.truncated,
+        response_length=d.length, entropy=d.entropy,
+    )
 
 
 TRAINING_REWARDS = ("success", "score")  # rollout.reward

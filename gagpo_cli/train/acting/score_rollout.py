@@ -1,5 +1,5 @@
 """Score-mode acting: one ``score_actions`` call per turn for all live episodes, then a draw from
-softmax(scores / T) over each episode's admissible actions (``scoring.py``).
+softmax(scores / T) over each episode's admissible actions (``policies/categorical.py``).
 
 Shared by the training rollout (``rollout.collect``) and the evaluation agent (``agent.ModelAgent``).
 A view with no admissible action cannot be scored: it gets an invalid step (``NO_ACTION`` is sent,
@@ -9,28 +9,17 @@ which every environment treats as a no-op) and no score input, so it takes no pa
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
 import torch
 
 from gagpo_cli.agents import SlotView
-from gagpo_cli.train.policies.scoring import ScoreInput, check_norm, draw
+from gagpo_cli.train.acting.decision import Decision, Ranked
+from gagpo_cli.train.policies.categorical import draw
+from gagpo_cli.train.policies.scoring import ScoreInput, check_norm
 
 NO_ACTION = "(no admissible action)"
-
-
-@dataclass
-class ScoreDecision:
-    """The policy's choice for one live episode."""
-
-    score_input: ScoreInput | None  # None: the admissible set was empty
-    choice: int  # index into score_input.candidates; -1 when there was none
-    old_logp: float  # log pi(choice | s) at the sampling temperature when chosen (0.0 when none)
-    sent: str  # what the environment receives
-    entropy: float = 0.0  # exact entropy of softmax(scores / T) over the candidates (0.0 when none)
-    length: int = 0  # the chosen action's length: policy.action_length, else its word count (0 when none)
 
 
 def score_input_of(env_name: str, view: SlotView, *, history: int, list_actions: bool = True) -> ScoreInput:
@@ -46,8 +35,12 @@ def score_input_of(env_name: str, view: SlotView, *, history: int, list_actions:
 @torch.no_grad()
 def decide_scores(policy: Any, env_name: str, views: Sequence[SlotView], *, history: int, temperature: float,
                   norm: str = "token", list_actions: bool = True,
-                  generator: torch.Generator | None = None) -> list[ScoreDecision]:
-    """Score the admissible actions of every view in ONE ``score_actions`` call and sample one each."""
+                  generator: torch.Generator | None = None) -> list[Decision]:
+    """Score the admissible actions of every view in ONE ``score_actions`` call and sample one each.
+
+    A ``Decision``'s ``length`` is the chosen action's length (``policy.action_length``, else its word
+    count) and its ``entropy`` the exact entropy of softmax(scores / T) over the candidates; a view with
+    nothing to choose from gets ``action`` None, ``NO_ACTION`` sent, length and entropy 0."""
     check_norm(norm)
     inputs = {i: score_input_of(env_name, v, history=history, list_actions=list_actions)
               for i, v in enumerate(views) if v.admissible_actions}
@@ -62,11 +55,12 @@ def decide_scores(policy: Any, env_name: str, views: Sequence[SlotView], *, hist
     decisions = []
     for i in range(len(views)):
         if i not in inputs:
-            decisions.append(ScoreDecision(None, -1, 0.0, NO_ACTION))
+            decisions.append(Decision(None, NO_ACTION, Ranked(None, -1, 0.0), False, 0, 0.0))
             continue
         idx, logp = chosen[i]
         action = inputs[i].candidates[idx]
-        decisions.append(ScoreDecision(inputs[i], idx, logp, action, entropies[i], length(action)))
+        acted = Ranked(inputs[i], idx, logp)
+        decisions.append(Decision(action, action, acted, False, length(action), entropies[i]))
     return decisions
 
 

@@ -65,23 +65,3 @@ def check_norm(norm: str) -> str:
     if norm not in SCORE_NORMS:
         raise ValueError(f"rollout.score_norm '{norm}' is not one of {', '.join(SCORE_NORMS)}")
     return norm
-
-
-def supports(policy: object, mode: str) -> bool:
-    """Whether ``policy`` (or its class) declares support for action mode ``mode``."""
-    return mode in getattr(policy, "action_modes", ("generate",))
-
-
-def check_action_mode(mode: str, model_name: str, policy: object | None = None) -> None:
-    """UsageError when ``rollout.action_mode`` is unknown or the policy cannot act in it."""
-    from gagpo_cli.errors import UsageError
-
-    if mode not in ACTION_MODES:
-        raise UsageError(f"rollout.action_mode '{mode}' is not one of {', '.join(ACTION_MODES)}")
-    if policy is not None:
-        if not supports(policy, mode):
-            raise UsageError(f"the policy {model_name} cannot act in action mode '{mode}' "
-                             f"(it supports {', '.join(getattr(policy, 'action_modes', ('generate',)))})")
-    elif model_name == "bow-mlp" and mode != "score":
-        raise UsageError("the featurised policy bow-mlp only ranks admissible actions: use --action-mode score "
-                         "(rollout.action_mode: score)")

@@ -1,0 +1,49 @@
+"""Generate-mode acting: prompt every live episode, answer all of them in ONE batched ``generate``
+call, and read the action from ``<action>...</action>``.
+
+An output without the tags is still sent to the environment (clipped to ``MALFORMED_CHARS``), where it
+is an invalid no-op. Shared by the training rollout (``rollout.collect``) and the evaluation agent
+(``agent.ModelAgent``) through the action mode (``modes.GenerateMode``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from gagpo_cli.agents import SlotView
+from gagpo_cli.train.acting.decision import Decision, Generated
+from gagpo_cli.train.acting.prompts import parse_action, render_prompt
+
+MALFORMED_CHARS = 200  # a malformed output reaches the environment (and later prompts) this short
+
+
+def decide(
+    policy: Any,
+    env_name: str,
+    views: Sequence[SlotView],
+    *,
+    history: int,
+    temperature: float,
+    max_new_tokens: int,
+    generator: torch.Generator | None = None,
+) -> list[Decision]:
+    """Prompt every view, generate all answers in one batched call, parse them; one ``Decision`` per view."""
+    prompts = [
+        policy.chat_prompt(render_prompt(
+            env_name, goal=v.goal, observation=v.observation, admissible_actions=v.admissible_actions,
+            history=v.history[-history:] if history > 0 else [], step_count=len(v.history),
+        ))
+        for v in views
+    ]
+    generations = policy.generate(prompts, temperature=temperature, max_new_tokens=max_new_tokens,
+                                  generator=generator)
+    decisions = []
+    for prompt, gen in zip(prompts, generations, strict=True):
+        action = parse_action(gen.text)
+        sent = action if action is not None else gen.text.strip()[:MALFORMED_CHARS]
+        acted = Generated(prompt, gen.response_ids, gen.logprobs)
+        decisions.append(Decision(action, sent, acted, gen.truncated, len(gen.response_ids), None))
+    return decisions
