@@ -19,6 +19,10 @@ iteration are frozen out of the garbage collector's scans.
 
     OMP_NUM_THREADS=1 python benchmarks/lab.py [--experiment lab-alfworld] [--iterations 6]
 
+A first line gives the start-up seconds a run pays once: imports, the environment, the policies
+and their updaters (the first optimizer imports ``torch._dynamo``). ``benchmarks/lab_revisions.py``
+compares the same hot paths between two git revisions; measured numbers: ``benchmarks/README.md``.
+
 Numbers are ratios on whatever machine runs it, not a test.
 """
 
@@ -101,6 +105,7 @@ class Variant:
 
 
 def main() -> None:
+    started = time.perf_counter()
     from bow_mlp_reference import ReferencePolicy
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -132,6 +137,7 @@ def main() -> None:
             policy = FeaturisedPolicy(cfg.model, seed=cfg.train.seed)
             variants.append(Variant(name, ReferencePolicy(policy) if name == "reference" else policy, cfg,
                                     get_estimator(cfg.estimator.name, **cfg.estimator.options)))
+        print(json.dumps({"startup_s": round(time.perf_counter() - started, 3)}))
         gc.collect()  # as the trainer does before its loop
         gc.freeze()
         for iteration in range(1, args.iterations + 1):
