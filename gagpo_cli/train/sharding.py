@@ -86,8 +86,10 @@ def shard_model(model: nn.Module, ctx: Dist, *, mixed_precision: bool = False,
     """Shard ``model`` (a transformers causal LM, or a peft model around one) over the ranks of ``ctx``,
     in place, and return it: each decoder layer becomes one FSDP unit, then the causal LM the root unit.
 
-    ``mixed_precision``: decoder layers gathered in bf16, gradients reduced in float32 (for a policy
-    under bf16 autocast, or with bf16 weights); the root unit keeps its stored dtype. Without it, a
+    ``mixed_precision``: decoder layers gathered in bf16, gradients reduced in float32, for a policy
+    that runs under bf16 autocast (which casts the float32 activations the layers read; they are not
+    cast on entry, so the residual stream keeps its one-process dtype); the root unit keeps its
+    stored dtype. Without it, a
     layer whose stored dtypes differ (bf16 LoRA base, float32 adapters) computes in float32, more
     precisely than one process computing the base in bf16. ``activation_checkpointing``:
     each decoder layer's activations are recomputed in backward (transformers' non-reentrant
@@ -126,7 +128,10 @@ def shard_model(model: nn.Module, ctx: Dist, *, mixed_precision: bool = False,
     offload = CPUOffloadPolicy() if offload_optimizer else OffloadPolicy()
 
     def policy(dtype: torch.dtype | None) -> MixedPrecisionPolicy:
-        return MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)
+        # Under mixed precision, autocast casts what the matmuls read and the residual stream keeps the
+        # dtype it has in one process; otherwise inputs follow a unit gathered in float32.
+        return MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32,
+                                    cast_forward_inputs=not mixed_precision)
 
     for layer in layers:
         dtype = _gather_dtype(list(layer.parameters()), mixed_precision)
