@@ -6,13 +6,14 @@ Contract (on top of ``distributed.py``'s: each rank's loss share is divided by t
 1. ``shard_model`` makes each decoder layer one FSDP unit and the causal LM itself the root unit
    (embeddings, final norm, output projection). Gradients are reduce-scattered as a SUM over ranks
    (divide factor 1, sum-only collectives), so the summed shares give the one-process gradient;
-   ``torch.nn.utils.clip_grad_norm_`` and ``torch.optim.AdamW`` then run on the shards (DTensors)
-   and compute exactly what one process computes on the whole tensors.
-2. Precision: with ``mixed_precision`` the decoder layers are gathered in bf16 and their gradients
-   reduced in float32; the root unit is gathered in its stored dtype (float32 master weights when
-   fully trained), so the output projection that yields training log-probs stays float32 as in
-   ``policies/lm.py``. A unit whose parameters have different stored dtypes (a bf16 LoRA base with
-   float32 adapters) is gathered in float32 when ``mixed_precision`` is off.
+   ``clip_grad_norm`` and ``torch.optim.AdamW`` then run on the shards (DTensors) and compute what one
+   process computes on the whole tensors (up to float summation order).
+2. Precision: with ``mixed_precision`` (a policy under bf16 autocast) the decoder layers are gathered
+   in bf16 and their gradients reduced in float32, their inputs left to autocast; the root unit is
+   gathered in its stored dtype (float32 master weights when fully trained), so the output
+   projection that yields training log-probs stays float32 as in ``policies/lm.py``. A unit whose
+   parameters have different stored dtypes (a bf16 LoRA base with float32 adapters) is gathered in
+   float32 when ``mixed_precision`` is off.
 3. Lock-step: every collective is called by every rank the same number of times in the same order. A
    sharded model's forward gathers each unit (a collective) and its backward reduce-scatters each
    unit's gradients, so EVERY RANK RUNS THE SAME NUMBER OF FORWARDS (and backwards): micro-batch
@@ -23,11 +24,12 @@ Contract (on top of ``distributed.py``'s: each rank's loss share is divided by t
 4. Code that calls a sub-module (``model.get_decoder()``) or reads a root weight
    (``get_output_embeddings().weight``) instead of calling the model must run inside ``root_call``:
    the root unit's parameters are gathered around it and its gradients reduced in backward.
-5. Weights: ``full_state_dict`` gathers the full tensors (for the rollout engine and for export);
-   ``save_sharded`` / ``load_sharded`` write and read model + optimizer state with
-   ``torch.distributed.checkpoint`` (one file per rank plus metadata, in one folder that every rank
-   can reach: a shared filesystem, e.g. one host). A checkpoint saved on N ranks loads on any other
-   number of ranks, one process included (the metadata records each shard's place in the full tensor).
+5. Weights: ``full_tensors`` / ``full_state_dict`` gather the full tensors (for the rollout engine
+   and for export); ``save_sharded`` / ``load_sharded`` write and read the trained parameters and the
+   optimizer state with ``torch.distributed.checkpoint`` (one file per rank plus metadata, in one
+   folder that every rank can reach: a shared filesystem, e.g. one host). A checkpoint saved on N
+   ranks loads on any other number of ranks, one process included (the metadata records each
+   shard's place in the full tensor).
 
 One process (``Dist()``, world size 1) is the plain path: ``shard_model`` returns the model untouched and
 every helper here acts locally.
