@@ -1,20 +1,35 @@
 """The policy-kind table is consistent: every kind's class imports and loads, acts in exactly the action
-modes it declares (and offers the Protocol each needs), and any other model name is a language model."""
+modes it declares (and offers the Protocol each needs), any other model name is a language model, and a
+new kind is one class and one row that the trainer, its checkpoints and ``gagpo eval`` take as they are."""
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import zlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
 import pytest
 import torch
+from envs.buttons import ButtonsEnvironment
 from tiny_model import tiny_model, tiny_tokenizer
+from torch import nn
 
-from gagpo_cli.config import ModelConfig
+from environments.pool import EnvPool
+from gagpo_cli.config import ModelConfig, load_config
+from gagpo_cli.episodes import run_episodes
 from gagpo_cli.errors import UsageError
 from gagpo_cli.models import ModelUnavailableError
 from gagpo_cli.prompting import check_generates
+from gagpo_cli.train.acting.agent import load_agent
 from gagpo_cli.train.policies.kinds import LANGUAGE_MODEL, POLICY_KINDS, PolicyKind, load_policy, policy_kind
 from gagpo_cli.train.policies.lm import Policy
 from gagpo_cli.train.policies.protocol import GeneratingPolicy, ScoringPolicy, TrainablePolicy
-from gagpo_cli.train.policies.scoring import ACTION_MODES, ScoreInput
+from gagpo_cli.train.policies.scoring import ACTION_MODES, ScoreInput, ScoreOutput
+from gagpo_cli.train.recipe import train
+from gagpo_cli.train.records import read_metrics
 
 KINDS = [*POLICY_KINDS.values(), LANGUAGE_MODEL]
 STEP = ScoreInput("corridor", "reach the end", "You are at 1.", [], 0, ("right", "left", "wait"))
@@ -81,3 +96,71 @@ def test_any_other_model_name_goes_to_the_language_model_loader(model_folder, tm
     assert type(load_policy(ModelConfig(name=str(model_folder), device="cpu", dtype="float32"))) is Policy
     with pytest.raises(ModelUnavailableError, match="no-such-model"):  # the LM loader's own error
         load_policy(ModelConfig(name=str(tmp_path / "no-such-model"), device="cpu"))
+
+
+class WordScorer:
+    """A policy kind in one class, for the test: each candidate scores the sum of one weight per hashed
+    word (score mode only, CPU); the reference is a frozen copy."""
+
+    action_modes = ("score",)
+    hidden_size = 4
+    BUCKETS = 256
+
+    def __init__(self) -> None:
+        self.device = torch.device("cpu")
+        self.weights = nn.Embedding(self.BUCKETS, 1)
+        nn.init.zeros_(self.weights.weight)
+        self.reference = copy.deepcopy(self.weights).requires_grad_(False)
+
+    @classmethod
+    def load(cls, cfg: Any, *, seed: int = 0) -> WordScorer:
+        return cls()
+
+    @classmethod
+    def device_for(cls, cfg: Any) -> torch.device:
+        return torch.device("cpu")
+
+    def score_actions(self, inputs: Sequence[ScoreInput], *, norm: str = "token", reference: bool = False,
+                      with_state: bool = False) -> ScoreOutput:
+        table = self.reference if reference else self.weights
+        logits = [torch.stack([table(torch.tensor([zlib.crc32(w.encode()) % self.BUCKETS for w in a.split()]))
+                               .sum() for a in inp.candidates]) for inp in inputs]
+        return ScoreOutput(logits=logits, state=torch.zeros(len(inputs), self.hidden_size) if with_state else None)
+
+    def score_cost(self, inp: ScoreInput) -> int:
+        return len(inp.candidates)
+
+    def trainable_parameters(self) -> list[nn.Parameter]:
+        return list(self.weights.parameters())
+
+    @contextlib.contextmanager
+    def train_mode(self) -> Iterator[None]:
+        yield
+
+    def save(self, directory: Path) -> None:
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        torch.save(self.weights.state_dict(), Path(directory) / "words.pt")
+
+    def load_weights(self, directory: Path) -> None:
+        self.weights.load_state_dict(torch.load(Path(directory) / "words.pt"))
+
+
+@pytest.mark.integration
+def test_a_new_kind_is_one_class_and_one_row(monkeypatch, tmp_path):
+    kind = PolicyKind(name="word-scorer", target=f"{__name__}:WordScorer", label="word scorer",
+                      exportable=False, model_source=False)
+    monkeypatch.setitem(POLICY_KINDS, kind.name, kind)
+    cfg = load_config(None, ["model.name=word-scorer", "rollout.action_mode=score", "env.name=buttons",
+                             "rollout.tasks_per_batch=4", "rollout.group_size=4", "optim.lr=0.05",
+                             "train.iterations=3", "train.eval_every=0", "train.eval_episodes=0",
+                             "train.save_every=3", "train.threads=1", f"logging.output_dir={tmp_path}"])
+    with EnvPool.from_environment(ButtonsEnvironment()) as pool:
+        run_dir = train(cfg, env_pool=pool)
+        assert [m["iteration"] for m in read_metrics(run_dir)] == [1, 2, 3]
+        agent = load_agent(str(run_dir))  # the checkpoint, loaded through the table
+        assert isinstance(agent.policy, WordScorer) and agent.action_mode == "score"
+        assert agent.policy.weights.weight.abs().sum() > 0  # trained, not the zero start
+        episodes, _, _ = run_episodes(pool, agent, [("test", i, i) for i in range(4)], batch_size=4)
+    assert len(episodes) == 4
+    with pytest.raises(UsageError, match="word scorer only ranks admissible actions"):
+        check_generates("react", "score", kind.name)
