@@ -1,14 +1,18 @@
-"""Shared fixtures of the test suite and the split into two tiers.
+"""Shared fixtures of the test suite and its split into two tiers.
 
 Tiers: ``python -m pytest -m "not integration"`` runs the unit tier (under a minute); the
-integration tier is every test that trains, runs the command line end to end, starts worker
-processes or Ray, loads a real model or game engine, or takes more than about a second. A test is
-in the integration tier when its module is listed in ``INTEGRATION_MODULES``, when it carries
-``@pytest.mark.integration`` itself, or when it is marked ``slow``, ``ray`` or ``vllm``.
+integration tier is every test that trains, runs the command line end to end (a fresh interpreter
+costs about 2.5 s), starts worker processes or Ray, loads a real model or game engine, draws
+hundreds of Hypothesis examples, or otherwise takes more than about a second. A test is in the
+integration tier when
+- its module is listed in ``INTEGRATION_MODULES``, or the test in ``INTEGRATION_TESTS``;
+- it is a Hypothesis property test, or uses a fixture that trains (``TRAINING_FIXTURES``);
+- it carries ``@pytest.mark.integration`` itself, or is marked ``slow``, ``ray`` or ``vllm``.
 
 Shared helpers live in plain modules next to this file (``tiny_model.py``, ``support.py``,
-``train_runs.py``, ``estimator_cases.py``, ...) and the toy environments in the ``envs`` package;
-no test module imports another test module.
+``train_runs.py``, ``report_runs.py``, ``estimator_cases.py``, ``estimator_reference.py``,
+``graph_cases.py``) and the toy environments in the ``envs`` package; no test module imports another
+test module.
 """
 
 from __future__ import annotations
@@ -20,10 +24,10 @@ import pytest
 from envs import plugin_on_sys_path
 
 INTEGRATION_MODULES = frozenset({
-    # train or resume runs through the recipe
+    # train or resume runs through the recipe, or run the updaters on the tiny model
     "test_golden", "test_train", "test_train_resume", "test_train_score", "test_train_step_inputs",
-    "test_resume_crash", "test_featurised", "test_engines", "test_run_layout",
-    "test_distributed", "test_export",
+    "test_resume_crash", "test_featurised", "test_engines", "test_run_layout", "test_distributed",
+    "test_export", "test_skip_zero_advantage", "test_updater_metric_keys",
     # worker processes (torch.distributed, gloo)
     "test_distributed_agreement", "test_sharding",
     # the command line end to end (fresh interpreters or whole commands in-process)
@@ -33,14 +37,37 @@ INTEGRATION_MODULES = frozenset({
     # real game engines and rollout engines
     "test_alfworld", "test_alfworld_eval_order", "test_alfworld_textworld", "test_vllm_engine",
 })
+INTEGRATION_TESTS = {  # module -> tests (any parameters) of otherwise fast modules, each over a second
+    "test_sweep": {"test_dry_run_lists_the_cells_and_runs_nothing", "test_list_experiments_shows_the_sweeps",
+                   "test_bad_input_is_one_line_and_exit_2", "test_builtin_sweep_files_expand"},
+    "test_report": {"test_nothing_to_report_is_one_line_exit_2", "test_figures_are_pngs",
+                    "test_corrupt_eval_json_is_named_and_the_others_are_still_reported",
+                    "test_report_without_arguments_reads_the_default_output_folder"},
+    "test_report_intervals": {"test_baseline_option_and_unknown_name", "test_ten_seeds_by_twenty_rows_is_fast"},
+    "test_scoring": {"test_action_mode_errors_exit_2_with_one_line"},
+    "test_sokoban": {"test_cli_bad_option_is_one_line_exit_2"},
+    "test_webshop_data": {"test_cli_turns_a_missing_data_dir_into_exit_2",
+                          "test_generator_is_reproducible_and_matches_the_shipped_file"},
+    "test_eval_order": {"test_worker_pools_give_the_same_order"},
+}
+TRAINING_FIXTURES = frozenset({"resume_setup", "straight_run"})
 ALWAYS_INTEGRATION = ("slow", "ray", "vllm")
 
 
+def is_integration(item: pytest.Item) -> bool:
+    """Whether ``item`` belongs to the integration tier (see the module docstring)."""
+    module = item.path.stem
+    name = getattr(item, "originalname", item.name)
+    return (module in INTEGRATION_MODULES or name in INTEGRATION_TESTS.get(module, ())
+            or getattr(getattr(item, "obj", None), "is_hypothesis_test", False)
+            or bool(TRAINING_FIXTURES & set(getattr(item, "fixturenames", ())))
+            or any(item.get_closest_marker(m) for m in ALWAYS_INTEGRATION))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test of the integration tier ``integration`` (see the module docstring)."""
+    """Mark every test of the integration tier ``integration``."""
     for item in items:
-        module = item.path.stem
-        if module in INTEGRATION_MODULES or any(item.get_closest_marker(m) for m in ALWAYS_INTEGRATION):
+        if is_integration(item):
             item.add_marker(pytest.mark.integration)
 
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 from envs.corridor import CorridorEnvironment
-from test_train_resume import _comparable
+from train_runs import comparable
 from tiny_model import tiny_policy
 
 from environments.pool import EnvPool
@@ -148,7 +148,7 @@ def test_an_engine_failing_after_the_update_keeps_it_and_resume_matches_an_unint
     monkeypatch.undo()
     with EnvPool.from_environment(CorridorEnvironment()) as pool:
         train(cfg, resume=True, policy=tiny_policy(), env_pool=pool)
-    resumed, expected = _comparable(read_metrics(run_dir)), _comparable(read_metrics(straight))
+    resumed, expected = comparable(read_metrics(run_dir)), comparable(read_metrics(straight))
     if where == "evaluation":  # the evaluation of the failed iteration is the one thing lost
         expected[syncs - 1] = {k: v for k, v in expected[syncs - 1].items() if not k.startswith("eval/")}
     assert resumed == expected
