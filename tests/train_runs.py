@@ -13,7 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-from gagpo_cli.train.recipe import config_from_cli, train
+from gagpo_cli.train.command import config_from_cli
+from gagpo_cli.train.recipe import train
 
 SETS = ["rollout.tasks_per_batch=2", "rollout.group_size=2", "env.max_steps=3", "rollout.max_new_tokens=6",
         "train.save_every=1", "train.eval_every=3", "train.eval_episodes=1", "model.dtype=float32",
