@@ -25,14 +25,19 @@ VOCAB = 64
 ROWS = [(3 + i % 3, 2 + i % 4) for i in range(6)]  # (prompt length, response length) of each row
 RANK_MICRO_BATCHES = [[[0, 1], [2], [3]], [[4, 5]]]  # rank 0 runs 3 micro-batches, rank 1 one
 LR, MAX_NORM, STEPS = 0.01, 0.02, 2
+# The models trained on 2 ranks against one process: full fine-tuning (untied, as the 7B models), LoRA
+# (with activation checkpointing), full fine-tuning of a model whose output projection is its embedding.
+CASES = {"full": {}, "lora": {"lora": True}, "tied": {"tied": True}}
+CHECKPOINTING = {"lora"}
 
 
-def _model(lora: bool, bf16_base: bool = False):
+def _model(lora: bool = False, bf16_base: bool = False, tied: bool = False):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
     config = LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                         tie_word_embeddings=tied)
     model = LlamaForCausalLM(config)
     if bf16_base:  # a GPU's LoRA layout: bf16 base, float32 adapters (peft's default)
         model = model.to(torch.bfloat16)
@@ -120,9 +125,9 @@ def _train(model, micro_batches: list[list[int]], ctx: Dist, *, bf16_autocast: b
     return run
 
 
-def _one_process(lora: bool, bf16_base: bool = False, bf16_autocast: bool = False) -> dict[str, list]:
+def _one_process(model, bf16_autocast: bool = False) -> dict[str, list]:
     """The reference: one process, the whole batch in one micro-batch."""
-    return _train(_model(lora, bf16_base), [list(range(len(ROWS)))], Dist(), bf16_autocast=bf16_autocast)
+    return _train(model, [list(range(len(ROWS)))], Dist(), bf16_autocast=bf16_autocast)
 
 
 def _greedy(model, prompt: list[int], new_tokens: int, ctx: Dist, steps: int) -> list[int]:
@@ -154,11 +159,12 @@ def _worker(rank: int, port: int, out: str) -> None:
     dist.init_process_group("gloo", rank=rank, world_size=2)
     ctx = Dist(rank=rank, world_size=2)
     result: dict[str, object] = {}
-    for case, lora, checkpointing in (("full", False, False), ("lora", True, True)):
-        model = sharding.shard_model(_model(lora), ctx, activation_checkpointing=checkpointing)
+    for case, kind in CASES.items():
+        checkpointing = case in CHECKPOINTING
+        model = sharding.shard_model(_model(**kind), ctx, activation_checkpointing=checkpointing)
         result[case] = _train(model, RANK_MICRO_BATCHES[rank], ctx, save_to=Path(out) / f"ckpt-{case}")
         # Resume: a fresh sharded model and optimizer loaded from the step-1 checkpoint take step 2.
-        fresh = sharding.shard_model(_model(lora), ctx, activation_checkpointing=checkpointing)
+        fresh = sharding.shard_model(_model(**kind), ctx, activation_checkpointing=checkpointing)
         fresh_optimizer = _optimizer(fresh)
         sharding.load_sharded(Path(out) / f"ckpt-{case}", fresh, fresh_optimizer)
         _step(fresh, fresh_optimizer, RANK_MICRO_BATCHES[rank], ctx)
@@ -166,7 +172,7 @@ def _worker(rank: int, port: int, out: str) -> None:
         adapters = sharding.full_state_dict(fresh, ctx, keys=lambda k: "lora_" in k)
         result[f"{case}-adapter-keys"] = sorted(adapters)
     # A checkpoint written by one process (before the spawn) resumes on 2 ranks.
-    model = sharding.shard_model(_model(False), ctx)
+    model = sharding.shard_model(_model(), ctx)
     optimizer = _optimizer(model)
     sharding.load_sharded(Path(out) / "ckpt-one-process", model, optimizer)
     _step(model, optimizer, RANK_MICRO_BATCHES[rank], ctx)
@@ -177,11 +183,11 @@ def _worker(rank: int, port: int, out: str) -> None:
         model = sharding.shard_model(_model(lora, bf16_base=lora), ctx, mixed_precision=True)
         result[case] = _train(model, RANK_MICRO_BATCHES[rank], ctx, bf16_autocast=True)
     # A frozen reference copy (full fine-tuning's KL anchor), sharded too: forwards without gradients.
-    reference = _model(False).eval().requires_grad_(False)
+    reference = _model().eval().requires_grad_(False)
     reference = sharding.shard_model(reference, ctx)
     with torch.no_grad():
         result["reference-logits"] = _logits(reference, _batch()[0][[rank, rank + 2]])
-    model = sharding.shard_model(_model(False), ctx)
+    model = sharding.shard_model(_model(), ctx)
     model.eval()
     steps: list[int] = []
     result["greedy"] = _greedy(model, [5, 9, 2], 3 + 2 * rank, ctx, steps)
@@ -195,7 +201,7 @@ def _worker(rank: int, port: int, out: str) -> None:
 def two_ranks(tmp_path_factory) -> tuple[Path, list[dict]]:
     """Every case run by 2 gloo processes (one spawn for all, to pay the start-up once)."""
     out = tmp_path_factory.mktemp("sharding")
-    model = _model(False)
+    model = _model()
     optimizer = _optimizer(model)
     _step(model, optimizer, [list(range(len(ROWS)))], Dist())
     sharding.save_sharded(out / "ckpt-one-process", model, optimizer, Dist())
@@ -219,10 +225,10 @@ def _assert_weights_equal(got: dict, want: dict, exact: bool = False, atol: floa
 ADAM_ATOL = LR * 1e-3
 
 
-@pytest.mark.parametrize("case", ["full", "lora"])
+@pytest.mark.parametrize("case", list(CASES))
 def test_sharded_update_equals_the_one_process_update(two_ranks, case):
     _, (rank0, rank1) = two_ranks
-    want = _one_process(case == "lora")
+    want = _one_process(_model(**CASES[case]))
     assert rank1[case]["weights"] == [{}, {}]  # full weights are gathered on rank 0 only by default
     for rank in (rank0, rank1):
         torch.testing.assert_close(rank[case]["norms"], want["norms"], rtol=1e-5, atol=0)
@@ -231,9 +237,9 @@ def test_sharded_update_equals_the_one_process_update(two_ranks, case):
     assert min(want["norms"]) > MAX_NORM  # clipping was active
     for got, expected in zip(rank0[case]["weights"], want["weights"], strict=True):
         _assert_weights_equal(got, expected, atol=ADAM_ATOL)
-    start = _model(case == "lora").state_dict()
+    start = _model(**CASES[case]).state_dict()
     moved = [k for k in start if not torch.equal(start[k], want["weights"][-1][k])]
-    assert moved and (case == "full" or all("lora_" in k for k in moved))  # the update did something
+    assert moved and (case != "lora" or all("lora_" in k for k in moved))  # the update did something
 
 
 @pytest.mark.parametrize("case", ["full", "lora"])
@@ -243,7 +249,7 @@ def test_mixed_precision_update_is_the_one_process_update_under_autocast(two_ran
     halve them); the second step's gradients read weights that AdamW moved by bf16 noise."""
     _, (rank0, rank1) = two_ranks
     lora = case == "lora"
-    want = _one_process(lora, bf16_base=lora, bf16_autocast=True)
+    want = _one_process(_model(lora, bf16_base=lora), bf16_autocast=True)
     for rank in (rank0, rank1):
         got = rank[f"{case}-bf16"]
         torch.testing.assert_close(got["norms"], want["norms"], rtol=1e-2, atol=0)
@@ -260,7 +266,7 @@ def test_lora_adapters_are_selected_by_key(two_ranks):
     assert rank0["full-adapter-keys"] == []
 
 
-@pytest.mark.parametrize("case", ["full", "lora"])
+@pytest.mark.parametrize("case", list(CASES))
 def test_sharded_checkpoint_resumes_the_next_step_exactly(two_ranks, case):
     out, (rank0, rank1) = two_ranks
     _assert_weights_equal(rank0[f"{case}-resumed"], rank0[case]["weights"][1], exact=True)
@@ -268,10 +274,10 @@ def test_sharded_checkpoint_resumes_the_next_step_exactly(two_ranks, case):
     assert not any(p.name.startswith(".tmp-") for p in out.iterdir())  # renamed into place
 
 
-@pytest.mark.parametrize("case", ["full", "lora"])
+@pytest.mark.parametrize("case", list(CASES))
 def test_a_two_rank_checkpoint_loads_in_one_process(two_ranks, case):
     out, (rank0, _) = two_ranks
-    model = _model(case == "lora")
+    model = _model(**CASES[case])
     optimizer = _optimizer(model)
     sharding.load_sharded(out / f"ckpt-{case}", model, optimizer)
     _assert_weights_equal(model.state_dict(), rank0[case]["weights"][0], exact=True)
@@ -281,13 +287,13 @@ def test_a_two_rank_checkpoint_loads_in_one_process(two_ranks, case):
 
 def test_a_one_process_checkpoint_resumes_on_two_ranks(two_ranks):
     _, (rank0, _) = two_ranks
-    want = _one_process(False)["weights"][1]
+    want = _one_process(_model())["weights"][1]
     _assert_weights_equal(rank0["resumed-from-one-process"], want, atol=ADAM_ATOL)
 
 
 def test_generation_runs_in_lock_step_until_every_rank_is_done(two_ranks):
     _, (rank0, rank1) = two_ranks
-    model = _model(False).eval()
+    model = _model().eval()
     steps: list[int] = []
     want = _greedy(model, [5, 9, 2], 5, Dist(), steps)
     assert rank0["greedy"] == want[:3] and rank1["greedy"] == want
@@ -297,7 +303,7 @@ def test_generation_runs_in_lock_step_until_every_rank_is_done(two_ranks):
 
 def test_a_frozen_sharded_reference_gives_the_one_process_logits(two_ranks):
     _, ranks = two_ranks
-    model = _model(False).eval()
+    model = _model().eval()
     for rank, result in enumerate(ranks):
         with torch.no_grad():
             want = _logits(model, _batch()[0][[rank, rank + 2]])
@@ -312,14 +318,14 @@ def test_a_lora_checkpoint_holds_only_the_adapters_and_fits_only_its_model(two_r
     weights = [k for k in stored if k.startswith("model.")]
     assert weights and all("lora_" in k for k in weights)  # the frozen base comes from the model source
     with pytest.raises(ValueError, match="does not hold this model's model.embed_tokens.weight"):
-        sharding.load_sharded(out / "ckpt-lora", _model(False), None)
+        sharding.load_sharded(out / "ckpt-lora", _model(), None)
 
 
 def test_missing_checkpoint_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="no sharded checkpoint at"):
-        sharding.load_sharded(tmp_path / "nothing", _model(False), None)
+        sharding.load_sharded(tmp_path / "nothing", _model(), None)
 
 
 def test_offload_needs_a_gpu_policy():
     with pytest.raises(ValueError, match="offload_optimizer"):
-        sharding.shard_model(_model(False), Dist(rank=0, world_size=2), offload_optimizer=True)
+        sharding.shard_model(_model(), Dist(rank=0, world_size=2), offload_optimizer=True)
