@@ -24,10 +24,11 @@ from gagpo_cli.errors import UsageError
 from gagpo_cli.models import ModelUnavailableError
 from gagpo_cli.prompting import check_generates
 from gagpo_cli.train.acting.agent import load_agent
+from gagpo_cli.train.acting.modes import ACTION_MODES
 from gagpo_cli.train.policies.kinds import LANGUAGE_MODEL, POLICY_KINDS, PolicyKind, load_policy, policy_kind
 from gagpo_cli.train.policies.lm import Policy
 from gagpo_cli.train.policies.protocol import GeneratingPolicy, ScoringPolicy, TrainablePolicy
-from gagpo_cli.train.policies.scoring import ACTION_MODES, ScoreInput, ScoreOutput
+from gagpo_cli.train.policies.scoring import ScoreInput, ScoreOutput
 from gagpo_cli.train.recipe import train
 from gagpo_cli.train.records import read_metrics
 

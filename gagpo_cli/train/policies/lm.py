@@ -26,7 +26,6 @@ from gagpo_cli.train.policies.final_logits import final_logits_map
 from gagpo_cli.train.policies.lm_generate import GenerationMixin, forward_kwarg_names
 from gagpo_cli.train.policies.lm_score import ScoringMixin
 from gagpo_cli.train.policies.padding import lengths_mask, pad_tokens
-from gagpo_cli.train.policies.scoring import ACTION_MODES
 
 ADAPTER_FILE = "adapter_model.safetensors"
 FULL_WEIGHTS_FILE = "model.safetensors"
@@ -99,7 +98,7 @@ class Policy(GenerationMixin, ScoringMixin):
     """A causal LM with its tokenizer, trained by LoRA (reference = adapter disabled) or fully
     (reference = a frozen copy made at load time)."""
 
-    action_modes = ACTION_MODES  # generates free text, or scores admissible actions (score_actions)
+    action_modes = ("generate", "score")  # writes free text, or scores admissible actions (score_actions)
 
     def __init__(self, model: nn.Module, tokenizer, cfg: ModelConfig, *, reference: nn.Module | None,
                  device: torch.device, autocast_dtype: torch.dtype | None) -> None:

@@ -14,16 +14,6 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-# Until every caller imports them from categorical.py / padding.py:
-from gagpo_cli.train.policies.categorical import (  # noqa: F401
-    draw,
-    entropy,
-    kl,
-    masked_log_probs,
-)
-from gagpo_cli.train.policies.padding import pad_scores as pad_logits  # noqa: F401
-
-ACTION_MODES = ("generate", "score")
 SCORE_NORMS = ("token", "word", "none")
 
 
