@@ -10,8 +10,8 @@ import sys
 import pytest
 import torch
 from envs.corridor import CorridorEnvironment
-from train_runs import comparable
 from tiny_model import tiny_policy
+from train_runs import comparable
 
 from environments.pool import EnvPool
 from gagpo_cli.config import load_config
