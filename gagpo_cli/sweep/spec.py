@@ -283,7 +283,7 @@ def build_sweep(spec: str | None = None, grid: Sequence[str] = (), preset: str |
     ``seeds`` (count, seeds 0..N-1) overrides the file's; a ``seed`` axis lists them explicitly.
     ``flags`` are ``gagpo train`` flags (``ABLATE_FLAGS``; None = not given) applied to every cell.
     """
-    from gagpo_cli.train.command import FLAG_FIELDS, config_from_cli
+    from gagpo_cli.train.command import config_from_cli
 
     flags = {k: v for k, v in (flags or {}).items() if v is not None}
     bad = sorted(set(flags) - set(ABLATE_FLAGS))
@@ -302,19 +302,40 @@ def build_sweep(spec: str | None = None, grid: Sequence[str] = (), preset: str |
         axes += preset_axes(str(preset))
     for text in grid:
         axes += parse_grid(text)
+    axes, seed_list = _seed_axis(axes, seeds, data.get("seeds", 1), where)
+    cells = expand(axes)
+    _check_axes_own_their_keys(axes, all_sets, flags)
+    base_cfg = config_from_cli(base, list(all_sets), flags)
+    sweep_name = name if name is not None else _sweep_name(data, where, base, str(preset) if preset else None, axes)
+    if not sweep_name or "/" in sweep_name or sweep_name.startswith("."):
+        raise UsageError(f"bad sweep name '{sweep_name}' (one folder name)")
+    root = (Path(base_cfg.logging.output_dir) / sweep_name).resolve()
+    sweep = Sweep(sweep_name, str(data.get("description", "")), base, all_sets, flags, axes, seed_list, root, cells)
+    for cell in cells:
+        sweep.runs += _cell_runs(sweep, cell)
+    return sweep
+
+
+def _seed_axis(axes: list[Axis], seeds: int | None, file_seeds: Any, where: str) -> tuple[list[Axis], list[int]]:
+    """(the axes without the ``seed`` axis, the seeds): from a ``seed`` axis, else ``--seeds`` (a count),
+    else the sweep file's ``seeds``; a seed axis and ``--seeds`` together are an error."""
     seed_axes = [a for a in axes if a.name == SEED_AXIS]
     axes = [a for a in axes if a.name != SEED_AXIS]
     if seed_axes and seeds is not None:
         raise UsageError("give the seeds either with --seeds or with a 'seed' axis, not both")
     if seed_axes:
-        seed_list = [int(v.overrides[0][1]) for v in seed_axes[0].values]
-    elif seeds is not None:
-        seed_list = _seeds(seeds, "--seeds")
-    else:
-        seed_list = _seeds(data.get("seeds", 1), where)
-    cells = expand(axes)
+        return axes, [int(v.overrides[0][1]) for v in seed_axes[0].values]
+    if seeds is not None:
+        return axes, _seeds(seeds, "--seeds")
+    return axes, _seeds(file_seeds, where)
+
+
+def _check_axes_own_their_keys(axes: list[Axis], sets: Sequence[str], flags: dict[str, Any]) -> None:
+    """A key an axis varies may not also be set for the whole sweep, by ``--set`` or by a train flag."""
+    from gagpo_cli.train.command import FLAG_FIELDS
+
     axis_keys = {key: a.name for a in axes for key in a.keys}
-    for text in all_sets:
+    for text in sets:
         key = parse_key_value(text)[0]
         clash = next((k for k in axis_keys if key == k or key.startswith(k + ".") or k.startswith(key + ".")), None)
         if clash:
@@ -324,26 +345,26 @@ def build_sweep(spec: str | None = None, grid: Sequence[str] = (), preset: str |
         if FLAG_FIELDS[flag] in axis_keys:
             raise UsageError(f"--{flag.replace('_', '-')} sets {FLAG_FIELDS[flag]}, which the axis "
                              f"'{axis_keys[FLAG_FIELDS[flag]]}' varies")
-    base_cfg = config_from_cli(base, list(all_sets), flags)
-    sweep_name = name if name is not None else _sweep_name(data, where, base, str(preset) if preset else None, axes)
-    if not sweep_name or "/" in sweep_name or sweep_name.startswith("."):
-        raise UsageError(f"bad sweep name '{sweep_name}' (one folder name)")
-    root = (Path(base_cfg.logging.output_dir) / sweep_name).resolve()
-    sweep = Sweep(sweep_name, str(data.get("description", "")), base, all_sets, flags, axes, seed_list, root, cells)
-    pass_flags = {k: v for k, v in flags.items() if k != "output_dir"}
-    for cell in cells:
-        try:
-            texts = coalesce_overrides(load_config(base), [*all_sets, *cell.override_texts()])
-            cfg = config_from_cli(base, texts, pass_flags)
-        except UsageError as exc:
-            raise UsageError(f"cell '{cell.name}': {exc}") from None
-        _validate(cfg, cell)
-        for seed in seed_list:
-            run_flags = {**pass_flags, "seed": seed, "output_dir": str(root / cell.name), "run_name": f"s{seed}"}
-            run_cfg = config_from_cli(base, texts, run_flags)  # what the child resolves its arguments to
-            sweep.runs.append(Run(cell, seed, root / cell.name / f"s{seed}", _train_args(base, texts, run_flags),
-                                  run_cfg))
-    return sweep
+
+
+def _cell_runs(sweep: Sweep, cell: Cell) -> list[Run]:
+    """The validated runs of ``cell``, one per seed, each in ``<root>/<cell>/s<seed>``."""
+    from gagpo_cli.train.command import config_from_cli
+
+    pass_flags = {k: v for k, v in sweep.flags.items() if k != "output_dir"}
+    try:
+        texts = coalesce_overrides(load_config(sweep.base), [*sweep.sets, *cell.override_texts()])
+        cfg = config_from_cli(sweep.base, texts, pass_flags)
+    except UsageError as exc:
+        raise UsageError(f"cell '{cell.name}': {exc}") from None
+    _validate(cfg, cell)
+    runs = []
+    for seed in sweep.seeds:
+        run_flags = {**pass_flags, "seed": seed, "output_dir": str(sweep.root / cell.name), "run_name": f"s{seed}"}
+        run_cfg = config_from_cli(sweep.base, texts, run_flags)  # what the child resolves its arguments to
+        runs.append(Run(cell, seed, sweep.root / cell.name / f"s{seed}", _train_args(sweep.base, texts, run_flags),
+                        run_cfg))
+    return runs
 
 
 def _train_args(base: str | None, texts: Sequence[str], flags: dict[str, Any]) -> tuple[str, ...]:
