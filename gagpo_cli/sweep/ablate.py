@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from gagpo_cli.console import progress_bar
 from gagpo_cli.errors import UsageError
 from gagpo_cli.run_layout import LOG_FILE, SWEEP_FILE
 from gagpo_cli.sweep.process import INTERRUPTED, threads_per_job
@@ -30,7 +31,6 @@ from gagpo_cli.sweep.spec import Run, Sweep, build_sweep
 from gagpo_cli.sweep.status import RunState
 from gagpo_cli.sweep.verify import check_run_settings
 from gagpo_cli.threads import available_cores
-from gagpo_cli.train.records import progress_bar
 from gagpo_core.atomic import atomic_write_json
 
 LAUNCHERS = ("local", "ray")

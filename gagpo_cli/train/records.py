@@ -1,5 +1,4 @@
-"""Records of a run: ``metrics.jsonl`` (always), Weights & Biases (optional); ``progress_bar`` is
-``gagpo_cli.console``'s, re-exported for the modules that import it from here.
+"""Records of a run: ``metrics.jsonl`` (always), Weights & Biases (optional).
 
 ``metrics.jsonl`` holds one JSON object per completed iteration, ``{"iteration": i, ...metrics}``,
 appended with flush + fsync so a killed run loses at most the iteration in flight. On resume the
@@ -16,13 +15,11 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from gagpo_cli.console import progress_bar
 from gagpo_cli.errors import UsageError
 from gagpo_cli.run_layout import RunLayout
 from gagpo_core.atomic import atomic_write_text
 
-__all__ = ["WANDB_MODES", "RunRecords", "progress_bar", "read_metrics", "truncate_metrics",
-           "wandb_available_mode"]
+__all__ = ["WANDB_MODES", "RunRecords", "read_metrics", "truncate_metrics", "wandb_available_mode"]
 
 WANDB_MODES = ("disabled", "offline", "online")
 
