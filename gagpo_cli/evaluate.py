@@ -28,7 +28,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from environments.base import score_mode_env_options
 from environments.pool import EnvPool
 from gagpo_cli.agents import BUILTIN_POLICIES, AgentPolicy, resolve_policy
 from gagpo_cli.config import parse_key_value
@@ -81,8 +80,10 @@ def evaluate(env_name: str, policy: AgentPolicy | str, episodes: int, split: str
 
         acting = with_engine(acting, engine)
     actor = prompting_agent(agent, acting)
-    if getattr(actor, "action_mode", "generate") == "score":  # a ranking policy needs finite action sets
-        options = score_mode_env_options(env_name, options)
+    if getattr(actor, "action_mode", None) is not None:  # a model agent: its mode builds the environment
+        from gagpo_cli.train.acting.modes import get_action_mode  # (score: finite action sets)
+
+        options = get_action_mode(actor.action_mode).env_options(env_name, options)
     with user_input():
         pool = EnvPool(env_name, options, workers=workers, step_timeout_s=step_timeout_s)
     with pool:
