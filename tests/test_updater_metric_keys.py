@@ -4,6 +4,8 @@ there too), one update with the KL term, two epochs and two mini-batches."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 from envs.corridor import CorridorEnvironment
@@ -15,9 +17,12 @@ from gagpo_cli.config import ExperimentConfig, OptimConfig, RolloutConfig
 from gagpo_cli.train.acting.modes import ACTION_MODES, get_action_mode
 from gagpo_cli.train.acting.rollout import TaskSpec, collect
 
+pytestmark = pytest.mark.integration  # rolls out and trains the tiny model (seconds)
+
 OPTIM = OptimConfig(lr=1e-3, kl_coef=0.01, entropy_coef=0.01, epochs=2, mini_batches=2, token_budget=64)
 
 
+@functools.cache
 def _update_metrics(mode_name: str) -> dict[str, float]:
     """One rollout (2 tasks x 2 rollouts, 3 steps) and one ppo update in action mode ``mode_name``."""
     cfg = ExperimentConfig(rollout=RolloutConfig(action_mode=mode_name, max_new_tokens=6), optim=OPTIM)
