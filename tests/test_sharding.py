@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+import warnings
 from pathlib import Path
 
 import pytest
@@ -46,8 +47,10 @@ def _model(lora: bool = False, bf16_base: bool = False, tied: bool = False):
 
         for p in model.parameters():
             p.requires_grad_(False)
-        model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
-                                                 lora_dropout=0.0, task_type="CAUSAL_LM"))
+        with warnings.catch_warnings():  # peft calls a transformers API deprecated in v5
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing", category=FutureWarning)
+            model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
+                                                     lora_dropout=0.0, task_type="CAUSAL_LM"))
     return model.train()
 
 

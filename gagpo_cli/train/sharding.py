@@ -37,8 +37,10 @@ every helper here acts locally.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import types
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -272,7 +274,8 @@ def save_sharded(directory: Path, model: nn.Module, optimizer: torch.optim.Optim
         shutil.rmtree(tmp, ignore_errors=True)  # a save killed half-way
         tmp.mkdir(parents=True)
     barrier(ctx)
-    dcp.save(_state_dicts(model, optimizer), checkpoint_id=str(tmp))
+    with _quiet_one_process():
+        dcp.save(_state_dicts(model, optimizer), checkpoint_id=str(tmp), no_dist=_one_process())
     barrier(ctx)
     if ctx.is_main:
         if directory.exists():  # a resumed run saving the same iteration again
@@ -299,10 +302,23 @@ def load_sharded(directory: Path, model: nn.Module, optimizer: torch.optim.Optim
     if absent or (optimizer is not None and not any(k.startswith("optimizer.") for k in stored)):
         raise ValueError(f"the sharded checkpoint at {directory} does not hold this model's "
                          f"{absent[0] if absent else 'optimizer state'}")
-    dcp.load(state, checkpoint_id=str(directory))  # in place, into the tensors of ``state``
+    with _quiet_one_process():
+        dcp.load(state, checkpoint_id=str(directory), no_dist=_one_process())  # in place, into ``state``
     set_model_state_dict(model, state["model"], options=_trained_only())
     if optimizer is not None:
         set_optimizer_state_dict(model, optimizer, state["optimizer"], options=_trained_only())
+
+
+def _one_process() -> bool:
+    return not (dist.is_available() and dist.is_initialized())
+
+
+@contextlib.contextmanager
+def _quiet_one_process() -> Iterator[None]:
+    """Silence torch.distributed.checkpoint's notice that it works in one process (meant here)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
+        yield
 
 
 def _trained_only():
