@@ -1,5 +1,6 @@
 """FSDP2 sharding (gagpo_cli/train/sharding.py) on 2 gloo processes equals one process: the summed-loss
-update (AdamW, gradient clipping) of full fine-tuning and LoRA (also bf16 mixed precision), with
+update (AdamW, gradient clipping) of full fine-tuning (tied embeddings too) and LoRA (also bf16 mixed
+precision), with
 unequal micro-batch counts padded by idle passes; a sharded checkpoint resumes the next step exactly on
 2 ranks, and loads across rank counts (2 -> 1, 1 -> 2); the gathered weights equal the one-process
 weights; greedy generation in lock-step with unequal lengths (one rank with nothing to generate)."""
