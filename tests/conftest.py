@@ -37,18 +37,27 @@ INTEGRATION_MODULES = frozenset({
     # real game engines and rollout engines
     "test_alfworld", "test_alfworld_eval_order", "test_alfworld_textworld", "test_vllm_engine",
 })
-INTEGRATION_TESTS = {  # module -> tests (any parameters) of otherwise fast modules, each over a second
+INTEGRATION_TESTS = {  # module -> tests (any parameters) of otherwise fast modules: over a second, or
+    # starting worker processes
     "test_sweep": {"test_dry_run_lists_the_cells_and_runs_nothing", "test_list_experiments_shows_the_sweeps",
                    "test_bad_input_is_one_line_and_exit_2", "test_builtin_sweep_files_expand"},
     "test_report": {"test_nothing_to_report_is_one_line_exit_2", "test_figures_are_pngs",
                     "test_corrupt_eval_json_is_named_and_the_others_are_still_reported",
                     "test_report_without_arguments_reads_the_default_output_folder"},
-    "test_report_intervals": {"test_baseline_option_and_unknown_name", "test_ten_seeds_by_twenty_rows_is_fast"},
+    "test_report_intervals": {"test_baseline_option_and_unknown_name",
+                              "test_ten_seeds_by_twenty_rows_is_fast"},
     "test_scoring": {"test_action_mode_errors_exit_2_with_one_line"},
     "test_sokoban": {"test_cli_bad_option_is_one_line_exit_2"},
     "test_webshop_data": {"test_cli_turns_a_missing_data_dir_into_exit_2",
                           "test_generator_is_reproducible_and_matches_the_shipped_file"},
-    "test_eval_order": {"test_worker_pools_give_the_same_order"},
+    "test_eval_order": {"test_worker_pools_give_the_same_order",
+                        "test_an_environment_without_task_types_keeps_id_order"},
+    "test_pool": {"test_workers_match_in_process_exactly",
+                  "test_worker_death_is_reported_and_other_slots_are_unaffected",
+                  "test_hung_step_times_out_and_neighbours_are_rebuilt",
+                  "test_bad_options_raise_the_environments_error",
+                  "test_reset_that_kills_the_worker_raises_then_pool_recovers"},
+    "test_layers": {"test_libraries_import_no_cli_module"},
 }
 TRAINING_FIXTURES = frozenset({"resume_setup", "straight_run"})
 ALWAYS_INTEGRATION = ("slow", "ray", "vllm")

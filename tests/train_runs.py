@@ -43,9 +43,10 @@ def train_in_process(flags: dict, sets: list[str] = SETS, resume: bool = False) 
 
 
 def start_train(root: Path, args: list[str]) -> subprocess.Popen:
-    """``gagpo ARGS`` as a child process with the plugin of ``setup`` on its PYTHONPATH."""
+    """``gagpo ARGS`` as a child process with the plugin of ``resume_setup`` on its PYTHONPATH."""
     path = os.pathsep.join(filter(None, [str(root / "plugin"), os.environ.get("PYTHONPATH")]))
-    return subprocess.Popen([sys.executable, "-m", "gagpo_cli.app", *args], env={**os.environ, "PYTHONPATH": path},
+    return subprocess.Popen([sys.executable, "-m", "gagpo_cli.app", *args],
+                            env={**os.environ, "PYTHONPATH": path},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
