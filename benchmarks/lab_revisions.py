@@ -11,8 +11,14 @@ falls on both alike. It also checks that the two revisions compute the same thin
    allclose.
 2. ALFWorld: seeded random walks (``--walks`` games of each split, 60 commands each, one in ten
    invalid) on both ``World`` classes: admissible commands, feedback, validity and ``won`` must agree.
+3. Training: ``--train-iterations`` iterations of the trainer's own loop (``benchmarks/lab.py``'s
+   ``Variant``: rollout, estimator, update on one in-process pool), one policy per revision from the
+   same seed, alternating iteration by iteration; before each, the pool's engine class is set to that
+   revision's ``World``. Per revision: seconds per iteration split into scoring, environment, update,
+   estimator; every other metric of the last iteration must be equal.
 
     OMP_NUM_THREADS=1 python benchmarks/lab_revisions.py --rev 3ee1280 [--iterations 12] [--walks 100]
+        [--train-iterations 6]
 
 Prints one JSON line per part: seconds per phase for ``old`` (REV) and ``new`` (working tree) and
 the ratios old / new. Measured numbers are recorded in ``benchmarks/README.md`` (lab speed).
@@ -146,9 +152,47 @@ def compare_worlds(modules: dict[str, ModuleType], walks: int) -> dict:
     return {"part": "alfworld", "steps": steps, **_split(seconds), "same_games": agree}
 
 
+def compare_training(scorers: dict[str, ModuleType], worlds: dict[str, ModuleType], iterations: int) -> dict:
+    from environments.alfworld import embedded
+    from environments.base import score_mode_env_options
+    from environments.pool import EnvPool
+    from estimators import get_estimator
+    from gagpo_cli.config import load_config
+    from gagpo_cli.episodes import choose_split
+    from gagpo_cli.train.recipe import seed_everything
+
+    spec = importlib.util.spec_from_file_location("lab_benchmark", HERE / "lab.py")
+    lab = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lab)
+    cfg = load_config("lab-alfworld", [])
+    cfg.env.options = score_mode_env_options(cfg.env.name, cfg.env.options)
+    engine = embedded.World
+    variants = {}
+    with EnvPool(cfg.env.name, cfg.env.options, workers=0) as pool:
+        train_tasks = pool.num_tasks(choose_split(pool.environment_info, cfg.env.train_split, "env.train_split"))
+        for k, module in scorers.items():
+            seed_everything(cfg.train.seed)
+            variants[k] = lab.Variant(k, module.FeaturisedPolicy(cfg.model, seed=cfg.train.seed), cfg,
+                                      get_estimator(cfg.estimator.name, **cfg.estimator.options))
+        gc.collect()
+        gc.freeze()
+        try:
+            for iteration in range(1, iterations + 1):
+                for k in (list(variants) if iteration % 2 else list(variants)[::-1]):
+                    embedded.World = worlds[k].World
+                    variants[k].iterate(iteration, pool, train_tasks)
+        finally:
+            embedded.World = engine
+    seconds = {k: {part: v.seconds[part] / iterations for part in (*lab.SPLIT, "iteration")}
+               for k, v in variants.items()}
+    old, new = ({m: value for m, value in variants[k].last.items() if not m.startswith(("timing/", "perf/"))}
+                for k in ("old", "new"))
+    return {"part": "training", "iterations": iterations, **_split(seconds), "same_metrics": old == new}
+
+
 def _split(seconds: dict[str, dict[str, float]]) -> dict:
-    total = {k: sum(v.values()) for k, v in seconds.items()}
-    return {"seconds": {k: {**{p: round(s, 3) for p, s in v.items()}, "total": round(total[k], 3)}
+    total = {k: v.get("iteration", sum(v.values())) for k, v in seconds.items()}
+    return {"seconds": {k: {**{p: round(s, 4) for p, s in v.items()}, "total": round(total[k], 4)}
                         for k, v in seconds.items()},
             "old/new": {**{p: round(seconds["old"][p] / max(seconds["new"][p], 1e-9), 2) for p in seconds["old"]},
                         "total": round(total["old"] / max(total["new"], 1e-9), 2)}}
@@ -159,6 +203,7 @@ def main() -> None:
     parser.add_argument("--rev", required=True, help="git revision to compare the working tree with")
     parser.add_argument("--iterations", type=int, default=12, help="lab-alfworld iterations recorded")
     parser.add_argument("--walks", type=int, default=100, help="random-walk games per ALFWorld split")
+    parser.add_argument("--train-iterations", type=int, default=6, help="training iterations per revision")
     args = parser.parse_args()
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
@@ -170,6 +215,7 @@ def main() -> None:
         worlds = {"old": load_revision(args.rev, WORLD, "world_old", folder),
                   "new": load_revision(None, WORLD, "world_new", folder)}
         print(json.dumps(compare_worlds(worlds, args.walks)))
+        print(json.dumps(compare_training(scorers, worlds, args.train_iterations)))
 
 
 if __name__ == "__main__":
