@@ -41,6 +41,7 @@ from torch import nn
 
 from gagpo_cli.config import ExperimentConfig, load_config
 from gagpo_cli.errors import UsageError
+from gagpo_cli.run_layout import CHECKPOINTS_DIR, RunLayout
 from gagpo_cli.train.checkpoint import (
     MANIFEST,
     checkpoint_iteration,
@@ -70,7 +71,7 @@ def export_run(run: Path, out: Path, *, iteration: int | None = None, adapter_on
     or empty folder ``out`` (see the module docstring). Bad input is a ``UsageError`` raised before
     anything is written."""
     run_dir, iteration = _run_and_iteration(Path(run), iteration)
-    cfg = load_config(run_dir / "config.yaml")
+    cfg = load_config(RunLayout(run_dir).config)
     kind = policy_kind(cfg.model.name)
     if not kind.exportable:
         raise UsageError(f"run {run_dir} trained the {kind.label}, which is not a transformers model and "
@@ -110,14 +111,14 @@ def export_run(run: Path, out: Path, *, iteration: int | None = None, adapter_on
 
 def _run_and_iteration(path: Path, iteration: int | None) -> tuple[Path, int | None]:
     """(run directory, iteration asked for) from a run directory or one of its checkpoint folders."""
-    if (path / MANIFEST).is_file() and path.parent.name == "checkpoints":
+    if (path / MANIFEST).is_file() and path.parent.name == CHECKPOINTS_DIR:
         own = checkpoint_iteration(path)
         if iteration is not None and iteration != own:
             raise UsageError(f"{path} is the checkpoint of iteration {own}, not {iteration}")
         return path.parent.parent, own
     if not path.is_dir():
         raise UsageError(f"run directory {path} does not exist")
-    if not (path / "config.yaml").is_file():
+    if not RunLayout(path).config.is_file():
         raise UsageError(f"{path} is not a training run directory (no config.yaml)")
     return path, iteration
 
@@ -220,7 +221,8 @@ def _set_generation_config(model: nn.Module, cfg: ExperimentConfig, tokenizer: A
 def run_evaluation(run_dir: Path, iteration: int) -> dict[str, Any] | None:
     """The run's evaluation of ``iteration``: its final ``eval.json`` when that is the iteration's, else
     ``evals/iter_NNNNNN.json``; None when neither exists or can be read."""
-    for path in (run_dir / "eval.json", run_dir / "evals" / f"iter_{iteration:06d}.json"):
+    layout = RunLayout(run_dir)
+    for path in (layout.final_eval, layout.eval_record(iteration)):
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):

@@ -39,6 +39,7 @@ import torch
 import torch.distributed as dist
 
 from gagpo_cli.errors import UsageError
+from gagpo_cli.run_layout import RunLayout
 
 T = TypeVar("T")
 
@@ -178,7 +179,7 @@ def rank_config(cfg: Any, run_dir_name: str, ctx: Dist) -> Any:
     import copy
 
     out = copy.deepcopy(cfg)
-    out.logging.output_dir = str(Path(cfg.logging.output_dir) / run_dir_name / "ranks")
+    out.logging.output_dir = str(RunLayout(Path(cfg.logging.output_dir) / run_dir_name).ranks)
     out.logging.run_name = f"rank{ctx.rank}"
     out.logging.wandb = "disabled"
     return out

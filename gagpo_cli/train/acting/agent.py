@@ -17,6 +17,7 @@ import torch
 from gagpo_cli.agents import SlotView
 from gagpo_cli.config import ExperimentConfig, ModelConfig, load_config
 from gagpo_cli.errors import UsageError
+from gagpo_cli.run_layout import RunLayout
 from gagpo_cli.train.acting.modes import Acting, ActionMode, get_action_mode
 from gagpo_cli.train.checkpoint import MANIFEST, latest_checkpoint, verify_checkpoint
 
@@ -91,7 +92,8 @@ def run_config(spec: str) -> ExperimentConfig | None:
     when ``spec`` names no run."""
     path = Path(spec)
     run_dir = path.parent.parent if (path / MANIFEST).is_file() else path
-    return load_config(run_dir / "config.yaml") if (run_dir / "config.yaml").is_file() else None
+    config = RunLayout(run_dir).config
+    return load_config(config) if config.is_file() else None
 
 
 def load_agent(spec: str, *, seed: int = 0) -> ModelAgent:
@@ -100,9 +102,9 @@ def load_agent(spec: str, *, seed: int = 0) -> ModelAgent:
     from gagpo_cli.train.policies.lm import Policy
 
     path = Path(spec)
-    if (path / "config.yaml").is_file() or (path / MANIFEST).is_file():
+    if RunLayout(path).config.is_file() or (path / MANIFEST).is_file():
         run_dir, checkpoint = _run_and_checkpoint(path)
-        cfg = load_config(run_dir / "config.yaml")
+        cfg = load_config(RunLayout(run_dir).config)
         verify_checkpoint(checkpoint)
         policy = load_policy(cfg.model, seed=cfg.train.seed)
         policy.load_weights(checkpoint / "policy")
