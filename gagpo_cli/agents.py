@@ -49,6 +49,7 @@ class SlotView:
     history: list[tuple[str, str]] = field(default_factory=list)  # (observation, action), oldest first
     thoughts: list[str] = field(default_factory=list)  # the agent's thought of each step (ReAct agents keep them)
     memory: tuple[str, ...] = ()  # reflections on earlier trials of this task (Reflexion), oldest first
+    past_actions: tuple[str, ...] = ()  # the actions of ``history``, oldest first (kept: read every step)
 
     @classmethod
     def start(cls, slot: int, reset: Reset) -> SlotView:
@@ -57,6 +58,7 @@ class SlotView:
     def advance(self, action: str, step: Step) -> None:
         """Record ``action`` taken from the current observation and move to ``step``'s."""
         self.history.append((self.observation, action))
+        self.past_actions += (action,)
         self.observation = step.observation
         self.admissible_actions = step.admissible_actions
         self.last = step

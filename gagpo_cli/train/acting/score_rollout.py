@@ -9,7 +9,6 @@ which every environment treats as a no-op) and no score input, so it takes no pa
 from __future__ import annotations
 
 from collections.abc import Sequence
-from operator import itemgetter
 from typing import Any
 
 import torch
@@ -28,7 +27,7 @@ def score_input_of(env_name: str, view: SlotView, *, history: int, list_actions:
         env_name=env_name, goal=view.goal, observation=view.observation,
         history=list(view.history[-history:]) if history > 0 else [], step_count=len(view.history),
         candidates=tuple(view.admissible_actions), list_actions=list_actions,
-        past_actions=tuple(map(itemgetter(1), view.history)),
+        past_actions=view.past_actions,
     )
 
 
