@@ -39,6 +39,7 @@ EXPERIMENTS_DIR = Path(experiments.__file__).resolve().parent
 
 
 LORA_SCOPES = ("all", "action")  # model.lora_scope: where the adapter acts in score mode
+PARALLEL_MODES = ("ddp", "fsdp")  # model.parallel: how several torchrun processes hold the model
 
 
 @dataclass
@@ -55,6 +56,9 @@ class ModelConfig:
     lora_scope: str = "all"  # score mode: all | action (the adapter reads the action tokens; the base the prompt)
     dtype: str = "auto"  # auto (bf16 autocast where supported) | float32 | bfloat16
     device: str = "auto"  # auto | cpu | cuda | cuda:N
+    parallel: str = "ddp"  # torchrun: ddp (each process holds the model) | fsdp (sharded model + AdamW)
+    activation_checkpointing: bool = False  # recompute each decoder layer's activations in backward
+    offload_optimizer: bool = False  # fsdp on GPUs: parameter, gradient and AdamW shards in CPU memory
 
 
 @dataclass

@@ -6,11 +6,14 @@ is one ``UsageError`` line naming the key.
 
 from __future__ import annotations
 
-from gagpo_cli.config import LORA_SCOPES, ExperimentConfig
+import os
+
+from gagpo_cli.config import LORA_SCOPES, PARALLEL_MODES, ExperimentConfig
 from gagpo_cli.errors import UsageError
 from gagpo_cli.train.acting.modes import get_action_mode
 from gagpo_cli.train.acting.rollout import TRAINING_REWARDS
 from gagpo_cli.train.learning.loss import KL_ENTROPY_AGGS
+from gagpo_cli.train.policies.kinds import policy_kind
 from gagpo_cli.train.policies.scoring import check_norm as check_norm_setting
 from gagpo_cli.train.records import WANDB_MODES
 from gagpo_core import plugins
@@ -52,3 +55,36 @@ def check_settings(cfg: ExperimentConfig) -> None:
         raise UsageError(unknown_name_message("optim.kl_entropy_agg", cfg.optim.kl_entropy_agg, list(KL_ENTROPY_AGGS)))
     if cfg.model.lora_scope not in LORA_SCOPES:
         raise UsageError(unknown_name_message("model.lora_scope", cfg.model.lora_scope, list(LORA_SCOPES)))
+    check_parallel(cfg)
+
+
+def check_parallel(cfg: ExperimentConfig) -> None:
+    """``model.parallel`` and the two memory options: FSDP shards a transformers language model (the kind
+    table says which kinds are one) in generate mode; activation checkpointing recomputes such a model's
+    decoder layers; optimizer offload moves FSDP shards from GPUs to the CPU, so it needs ``fsdp``, a GPU
+    policy and several ``torchrun`` processes (one process holds no shards)."""
+    model = cfg.model
+    if model.parallel not in PARALLEL_MODES:
+        raise UsageError(unknown_name_message("model.parallel", model.parallel, list(PARALLEL_MODES)))
+    kind = policy_kind(model.name)
+    for key, on in (("model.parallel: fsdp", model.parallel == "fsdp"),
+                    ("model.activation_checkpointing", model.activation_checkpointing)):
+        if on and not kind.shardable:
+            raise UsageError(f"{key} applies to a transformers language model, not to the {kind.label}")
+    if model.parallel == "fsdp" and cfg.rollout.action_mode != "generate":
+        raise UsageError("model.parallel: fsdp trains in rollout.action_mode generate only (score mode's "
+                         "candidate passes do not run in lock-step across processes): use model.parallel: ddp")
+    if not model.offload_optimizer:
+        return
+    if model.parallel != "fsdp":
+        raise UsageError("model.offload_optimizer moves FSDP shards to the CPU: it needs model.parallel: fsdp")
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        raise UsageError("model.offload_optimizer offloads FSDP shards, which one process does not have: "
+                         "launch several processes with torchrun --nproc_per_node N")
+    try:
+        device = kind.device(model)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if device.type != "cuda":
+        raise UsageError(f"model.offload_optimizer moves optimizer state from GPUs to the CPU: this policy runs "
+                         f"on {device.type} (model.device: {model.device})")

@@ -33,6 +33,7 @@ class PolicyKind:
     label: str  # how messages name it
     exportable: bool  # ``gagpo export`` can write it as a transformers model folder
     model_source: bool  # ``model.name`` is a model to find (alias, folder, hub id) before loading
+    shardable: bool = False  # a transformers causal LM: ``model.parallel: fsdp`` can shard it (``sharding.py``)
 
     def policy_class(self) -> Any:
         """The class ``target`` names."""
@@ -71,7 +72,7 @@ class PolicyKind:
 
 # A causal LM from transformers (``lm.py``), trained by LoRA or fully; it writes actions or scores them.
 LANGUAGE_MODEL = PolicyKind(name="language model", target="gagpo_cli.train.policies.lm:Policy",
-                            label="language model", exportable=True, model_source=True)
+                            label="language model", exportable=True, model_source=True, shardable=True)
 
 POLICY_KINDS: dict[str, PolicyKind] = {
     # Featurised bag-of-words MLP ranking admissible actions (``bow_mlp.py``): CPU, no download.
