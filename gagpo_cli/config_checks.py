@@ -23,14 +23,16 @@ from gagpo_core.plugins import unknown_name_message
 def check_settings(cfg: ExperimentConfig) -> None:
     """Raise a ``UsageError`` naming the first setting the config types allow but training cannot use."""
     positive = {"train.iterations": cfg.train.iterations, "train.save_every": cfg.train.save_every,
-                "rollout.tasks_per_batch": cfg.rollout.tasks_per_batch, "rollout.group_size": cfg.rollout.group_size,
+                "rollout.tasks_per_batch": cfg.rollout.tasks_per_batch,
+                "rollout.group_size": cfg.rollout.group_size,
                 "rollout.max_new_tokens": cfg.rollout.max_new_tokens, "optim.epochs": cfg.optim.epochs,
                 "optim.mini_batches": cfg.optim.mini_batches, "optim.token_budget": cfg.optim.token_budget}
     at_least_zero = {"train.eval_every": cfg.train.eval_every, "train.eval_episodes": cfg.train.eval_episodes,
                      "env.history": cfg.env.history, "rollout.eval_temperature": cfg.rollout.eval_temperature}
     estimator = plugins.load(plugins.ESTIMATORS, cfg.estimator.name)
     if getattr(estimator, "needs_groups", False) and cfg.rollout.group_size < 2:
-        raise UsageError(f"rollout.group_size must be at least 2 for estimator '{cfg.estimator.name}': it compares "
+        raise UsageError(f"rollout.group_size must be at least 2 for estimator '{cfg.estimator.name}': "
+                         "it compares "
                          f"the rollouts of a task with each other, got {cfg.rollout.group_size}")
     if cfg.logging.wandb not in WANDB_MODES:
         raise UsageError(f"logging.wandb must be one of {', '.join(WANDB_MODES)}, got '{cfg.logging.wandb}'")
@@ -52,7 +54,8 @@ def check_settings(cfg: ExperimentConfig) -> None:
     if cfg.rollout.reward not in TRAINING_REWARDS:
         raise UsageError(unknown_name_message("rollout.reward", cfg.rollout.reward, list(TRAINING_REWARDS)))
     if cfg.optim.kl_entropy_agg not in KL_ENTROPY_AGGS:
-        raise UsageError(unknown_name_message("optim.kl_entropy_agg", cfg.optim.kl_entropy_agg, list(KL_ENTROPY_AGGS)))
+        raise UsageError(unknown_name_message("optim.kl_entropy_agg", cfg.optim.kl_entropy_agg,
+                                              list(KL_ENTROPY_AGGS)))
     if cfg.model.lora_scope not in LORA_SCOPES:
         raise UsageError(unknown_name_message("model.lora_scope", cfg.model.lora_scope, list(LORA_SCOPES)))
     check_parallel(cfg)

@@ -40,7 +40,8 @@ def lab_run(tmp_path_factory):
 def test_the_trainer_writes_what_the_layout_names(lab_run):
     _, run_dir = lab_run
     layout = RunLayout(run_dir)
-    assert {p.name for p in run_dir.iterdir()} == {CONFIG_FILE, METRICS_FILE, EVAL_FILE, EVALS_DIR, CHECKPOINTS_DIR}
+    named = {CONFIG_FILE, METRICS_FILE, EVAL_FILE, EVALS_DIR, CHECKPOINTS_DIR}
+    assert {p.name for p in run_dir.iterdir()} == named
     assert layout.eval_records() == [layout.eval_record(i) for i in (0, 1, 2)]
     assert [json.loads(p.read_text())["iteration"] for p in layout.eval_records()] == [0, 1, 2]
     assert json.loads(layout.final_eval.read_text())["iteration"] == 2

@@ -306,17 +306,21 @@ def build_sweep(spec: str | None = None, grid: Sequence[str] = (), preset: str |
     cells = expand(axes)
     _check_axes_own_their_keys(axes, all_sets, flags)
     base_cfg = config_from_cli(base, list(all_sets), flags)
-    sweep_name = name if name is not None else _sweep_name(data, where, base, str(preset) if preset else None, axes)
+    if name is None:
+        name = _sweep_name(data, where, base, str(preset) if preset else None, axes)
+    sweep_name = name
     if not sweep_name or "/" in sweep_name or sweep_name.startswith("."):
         raise UsageError(f"bad sweep name '{sweep_name}' (one folder name)")
     root = (Path(base_cfg.logging.output_dir) / sweep_name).resolve()
-    sweep = Sweep(sweep_name, str(data.get("description", "")), base, all_sets, flags, axes, seed_list, root, cells)
+    sweep = Sweep(sweep_name, str(data.get("description", "")), base, all_sets, flags, axes, seed_list, root,
+                  cells)
     for cell in cells:
         sweep.runs += _cell_runs(sweep, cell)
     return sweep
 
 
-def _seed_axis(axes: list[Axis], seeds: int | None, file_seeds: Any, where: str) -> tuple[list[Axis], list[int]]:
+def _seed_axis(axes: list[Axis], seeds: int | None, file_seeds: Any,
+               where: str) -> tuple[list[Axis], list[int]]:
     """(the axes without the ``seed`` axis, the seeds): from a ``seed`` axis, else ``--seeds`` (a count),
     else the sweep file's ``seeds``; a seed axis and ``--seeds`` together are an error."""
     seed_axes = [a for a in axes if a.name == SEED_AXIS]
@@ -337,7 +341,8 @@ def _check_axes_own_their_keys(axes: list[Axis], sets: Sequence[str], flags: dic
     axis_keys = {key: a.name for a in axes for key in a.keys}
     for text in sets:
         key = parse_key_value(text)[0]
-        clash = next((k for k in axis_keys if key == k or key.startswith(k + ".") or k.startswith(key + ".")), None)
+        clash = next((k for k in axis_keys
+                      if key == k or key.startswith(k + ".") or k.startswith(key + ".")), None)
         if clash:
             raise UsageError(f"--set {text} sets {clash}, which the axis '{axis_keys[clash]}' varies; "
                              "give its values with --grid")
@@ -360,10 +365,10 @@ def _cell_runs(sweep: Sweep, cell: Cell) -> list[Run]:
     _validate(cfg, cell)
     runs = []
     for seed in sweep.seeds:
-        run_flags = {**pass_flags, "seed": seed, "output_dir": str(sweep.root / cell.name), "run_name": f"s{seed}"}
+        run_dir = sweep.root / cell.name / f"s{seed}"
+        run_flags = {**pass_flags, "seed": seed, "output_dir": str(run_dir.parent), "run_name": run_dir.name}
         run_cfg = config_from_cli(sweep.base, texts, run_flags)  # what the child resolves its arguments to
-        runs.append(Run(cell, seed, sweep.root / cell.name / f"s{seed}", _train_args(sweep.base, texts, run_flags),
-                        run_cfg))
+        runs.append(Run(cell, seed, run_dir, _train_args(sweep.base, texts, run_flags), run_cfg))
     return runs
 
 

@@ -18,7 +18,8 @@ from gagpo_core.atomic import atomic_write_json
 
 def evaluate_policy(cfg: ExperimentConfig, policy: Any, pool: Any, split: str) -> dict[str, Any]:
     """Evaluate the policy at the evaluation temperature on ``train.eval_episodes`` episodes of
-    ``split`` (the same tasks and seeds at every evaluation of a run: ``gagpo_cli.episodes.evaluation_specs``);
+    ``split`` (the same tasks and seeds at every evaluation of a run:
+    ``gagpo_cli.episodes.evaluation_specs``);
     ``gagpo eval --policy <run>`` replays the last one."""
     began = time.perf_counter()
     agent = ModelAgent.from_config(policy, cfg, name="training policy", seed=cfg.train.seed)
@@ -33,7 +34,8 @@ def evaluate_policy(cfg: ExperimentConfig, policy: Any, pool: Any, split: str) -
 def write_eval_record(run_dir: Path, iteration: int, evaluation: dict[str, Any]) -> Path:
     """``<run>/evals/iter_NNNNNN.json``: one evaluation's summary and per-episode records (``eval.json``'s
     format), written atomically, so that evaluations at different iterations can be compared."""
-    return atomic_write_json(RunLayout(run_dir).eval_record(iteration), {"iteration": iteration, **evaluation})
+    record = {"iteration": iteration, **evaluation}
+    return atomic_write_json(RunLayout(run_dir).eval_record(iteration), record)
 
 
 def write_final_eval(run_dir: Path, iteration: int, evaluation: dict[str, Any]) -> Path:

@@ -2,9 +2,11 @@
 
 For each iteration:
   1. sample N task instances (deterministic in (seed, iteration)); K rollouts of each, same seed;
-  2. roll out all N x K episodes together (``rollout.collect``, temperature 1.0, docs/algorithms.md#rewards-and-penalties rewards);
+  2. roll out all N x K episodes together (``rollout.collect``, temperature 1.0, the rewards of
+     docs/algorithms.md#rewards-and-penalties);
   3. (ppo only) critic values V(s_t) of every step row;
-  4. one advantage per step row from the registered estimator (docs/algorithms.md#gagpo to #baselines) on the ``StepBatch``;
+  4. one advantage per step row from the registered estimator (docs/algorithms.md#gagpo to #baselines)
+     on the ``StepBatch``;
   5. the policy update (``PolicyUpdater.update``: old/reference log-probs, then the clipped loss in the
      estimator's ratio mode);
   6. records: one ``metrics.jsonl`` line (train/*, actor/*, adv/*, stepgroup/*, timing/*, perf/*);
@@ -93,7 +95,8 @@ def train(cfg: ExperimentConfig, *, resume: bool = False, policy: Any = None, en
     planned = Path(cfg.logging.output_dir) / run_name(cfg)
     with removed_on_failure(planned):
         run_dir, resume = prepare_run_dir(cfg, resume)
-        print(f"{'resuming' if resume else 'training'} {cfg.estimator.name} on {cfg.env.name} with {cfg.model.name} "
+        print(f"{'resuming' if resume else 'training'} {cfg.estimator.name} on {cfg.env.name} "
+              f"with {cfg.model.name} "
               f"for {cfg.train.iterations} iterations (seed {cfg.train.seed}) in {run_dir}", flush=True)
         seed_everything(cfg.train.seed)
         if env_pool is not None:
@@ -106,7 +109,8 @@ def train(cfg: ExperimentConfig, *, resume: bool = False, policy: Any = None, en
             return _train(cfg, run_dir, resume, estimator, policy, pool)
 
 
-def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, estimator: Any, policy: Any, pool: Any) -> Path:
+def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, estimator: Any, policy: Any,
+           pool: Any) -> Path:
     info = pool.environment_info
     train_tasks = pool.num_tasks(choose_split(info, cfg.env.train_split, "env.train_split"))
     eval_split = choose_split(info, cfg.env.eval_split, "env.eval_split")
@@ -217,7 +221,8 @@ def _restore(run_dir: Path, policy: Any, updater: Any) -> int:
     return restored.iteration
 
 
-def _keep_previous(run_dir: Path, iteration: int, policy: Any, updater: Any, rng_state: dict[str, Any]) -> Path:
+def _keep_previous(run_dir: Path, iteration: int, policy: Any, updater: Any,
+                   rng_state: dict[str, Any]) -> Path:
     """The checkpoint of ``iteration`` (the state before an abandoned one), saved now unless it exists."""
     saved = checkpoint_path(run_dir, iteration)
     return saved if saved.exists() else save_checkpoint(run_dir, iteration, policy, updater, rng_state)
@@ -256,5 +261,6 @@ def sample_tasks(cfg: ExperimentConfig, num_tasks: int, iteration: int) -> tuple
     n, k = cfg.rollout.tasks_per_batch, cfg.rollout.group_size
     task_ids = rng.choice(num_tasks, size=n, replace=n > num_tasks)
     env_seeds = rng.integers(0, 2**31 - 1, size=n)
-    specs = [TaskSpec(cfg.env.train_split, int(task_ids[g]), int(env_seeds[g]), g) for g in range(n) for _ in range(k)]
+    specs = [TaskSpec(cfg.env.train_split, int(task_ids[g]), int(env_seeds[g]), g)
+             for g in range(n) for _ in range(k)]
     return specs, int(rng.integers(0, 2**63 - 1))

@@ -54,7 +54,8 @@ def stop_on_sigint() -> Iterator[StopFlag]:
     def handler(signum: int, frame: Any) -> None:
         flag.requested = True
         signal.signal(signal.SIGINT, previous)
-        print("\nstopping: saving a checkpoint at the next safe point (Ctrl-C again to quit now)", file=sys.stderr)
+        print("\nstopping: saving a checkpoint at the next safe point (Ctrl-C again to quit now)",
+              file=sys.stderr)
 
     signal.signal(signal.SIGINT, handler)
     try:
