@@ -47,8 +47,8 @@ def draw(logits: Sequence[torch.Tensor], temperature: float, generator: torch.Ge
     if any(t.numel() == 0 for t in logits):
         raise ValueError("cannot sample from an empty candidate set")
     _check_draw(temperature)
-    padded, mask = pad_scores([t.detach() for t in logits])
-    padded, mask = padded.cpu(), mask.cpu()
+    padded, mask = pad_scores(logits)
+    padded, mask = padded.detach().cpu(), mask.cpu()
     logp = masked_log_probs(padded, mask, temperature)
     if temperature == 0:
         idx = padded.argmax(-1)

@@ -37,5 +37,5 @@ def pad_scores(scores: Sequence[torch.Tensor], fill: float = float("-inf")) -> t
     ref = scores[0]
     sizes = torch.tensor([t.numel() for t in scores], device=ref.device)
     mask = lengths_mask(sizes, int(sizes.max()))
-    flat = torch.cat([t.reshape(-1) for t in scores]).float()
+    flat = torch.cat(scores if all(t.dim() == 1 for t in scores) else [t.reshape(-1) for t in scores]).float()
     return torch.full(mask.shape, fill, device=ref.device).masked_scatter(mask, flat), mask
