@@ -58,22 +58,7 @@ def evaluate(env_name: str, policy: AgentPolicy | str, episodes: int, split: str
     ``workers``, for a model ``agent`` and ``model`` (and ``run``), for Reflexion ``trials``, ``memory``
     and ``per_trial``, and ``per_episode`` (one dict per episode, in order).
     """
-    if episodes < 1:
-        raise UsageError(f"--episodes must be at least 1, got {episodes}")
-    if workers < 0:
-        raise UsageError(f"--workers must be 0 (in-process) or more, got {workers}")
-    check_agent(agent, trials=trials, memory=memory)
-    if isinstance(policy, str):
-        _check_run_generates(policy, agent)  # before loading a model
-        if agent != "plain" and policy in BUILTIN_POLICIES:
-            raise UsageError(f"--agent {agent} prompts a language model; policy '{policy}' is not one "
-                             "(give a model folder, hub id or run directory)")
-    if engine is not None:
-        from gagpo_cli.train.acting.engines import check_engine
-
-        check_engine(engine)
-        if isinstance(policy, str) and policy in BUILTIN_POLICIES:
-            raise UsageError(f"--engine generates a language model's answers; policy '{policy}' is not one")
+    _check_request(policy, episodes, workers, agent, trials, memory, engine)  # before loading a model
     acting = resolve_policy(policy, seed=seed) if isinstance(policy, str) else policy
     if engine is not None and hasattr(acting, "policy"):
         from gagpo_cli.train.acting.agent import with_engine
@@ -93,11 +78,12 @@ def evaluate(env_name: str, policy: AgentPolicy | str, episodes: int, split: str
         if agent == "reflexion":
             from gagpo_cli.prompting.reflexion import run_trials
 
-            records, logs, per_trial, env_steps, env_seconds = run_trials(
+            records, extras, per_trial, env_steps, env_seconds = run_trials(
                 pool, actor, specs, trials=trials, memory=memory, batch_size=batch_size, max_steps=max_steps)
         else:
             views, env_steps, env_seconds = play_episodes(pool, actor, specs, batch_size, max_steps)
             records = [record_of(task_id, view) for (_, task_id, _), view in zip(specs, views, strict=True)]
+            extras = _react_steps(views) if agent == "react" else None
     result = {"env": env_name, "split": split, "policy": policy if isinstance(policy, str) else acting.name,
               "seed": seed, "workers": workers}
     if hasattr(acting, "model_name"):  # a language model: which agent prompted which model
@@ -108,15 +94,38 @@ def evaluate(env_name: str, policy: AgentPolicy | str, episodes: int, split: str
         result.update(trials=trials, memory=memory, per_trial=per_trial)
     result.update(summarize(records, env_steps, env_seconds, info.task_types))
     result["per_episode"] = [asdict(record) for record in records]
-    if agent == "react":
-        from gagpo_cli.prompting.react import audit_steps
-
-        for entry, view in zip(result["per_episode"], views, strict=True):
-            entry["steps"] = audit_steps(view)
-    elif agent == "reflexion":
-        for entry, log in zip(result["per_episode"], logs, strict=True):
-            entry["trials"] = log
+    if extras is not None:  # react: each step's thought and action; reflexion: each trial's log
+        for entry, extra in zip(result["per_episode"], extras, strict=True):
+            entry["trials" if agent == "reflexion" else "steps"] = extra
     return result
+
+
+def _check_request(policy: AgentPolicy | str, episodes: int, workers: int, agent: str, trials: int,
+                   memory: int, engine: str | None) -> None:
+    """The ``UsageError`` of a request ``evaluate`` cannot play, before any model is loaded."""
+    if episodes < 1:
+        raise UsageError(f"--episodes must be at least 1, got {episodes}")
+    if workers < 0:
+        raise UsageError(f"--workers must be 0 (in-process) or more, got {workers}")
+    check_agent(agent, trials=trials, memory=memory)
+    if isinstance(policy, str):
+        _check_run_generates(policy, agent)
+        if agent != "plain" and policy in BUILTIN_POLICIES:
+            raise UsageError(f"--agent {agent} prompts a language model; policy '{policy}' is not one "
+                             "(give a model folder, hub id or run directory)")
+    if engine is not None:
+        from gagpo_cli.train.acting.engines import check_engine
+
+        check_engine(engine)
+        if isinstance(policy, str) and policy in BUILTIN_POLICIES:
+            raise UsageError(f"--engine generates a language model's answers; policy '{policy}' is not one")
+
+
+def _react_steps(views: list[Any]) -> list[list[dict[str, Any]]]:
+    """ReAct's audit of each episode: every step's thought and action (``prompting.react.audit_steps``)."""
+    from gagpo_cli.prompting.react import audit_steps
+
+    return [audit_steps(view) for view in views]
 
 
 def _check_run_generates(policy: str, agent: str) -> None:
