@@ -44,6 +44,7 @@ from gagpo_cli.errors import UsageError
 from gagpo_cli.run_layout import CHECKPOINTS_DIR, RunLayout
 from gagpo_cli.train.checkpoint import (
     MANIFEST,
+    POLICY_DIR,
     checkpoint_iteration,
     checkpoint_path,
     list_checkpoints,
@@ -163,7 +164,7 @@ def _trained_model(cfg: ExperimentConfig, checkpoint: Path) -> tuple[nn.Module, 
     eos = getattr(model.generation_config, "eos_token_id", None)
     eos_ids = sorted({i for i in [tokenizer.eos_token_id, *(eos if isinstance(eos, list) else [eos])]
                       if i is not None})
-    weights = checkpoint / "policy"
+    weights = checkpoint / POLICY_DIR
     if not cfg.model.lora:
         try:
             load_model(model, str(weights / FULL_WEIGHTS_FILE), device="cpu")

@@ -1,6 +1,6 @@
 """One run directory, one layout: the files a real lab run writes are exactly the ones
 ``gagpo_cli.run_layout.RunLayout`` names, and the readers (``gagpo eval``'s run loading, ``gagpo report``,
-a sweep's status, the checkpoint listing) find them there."""
+``gagpo export``, a sweep's status, the checkpoint listing) find them there."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import json
 import pytest
 
 from gagpo_cli.config import load_config
+from gagpo_cli.export import run_evaluation
 from gagpo_cli.report.runs import find_run_dirs, load_runs
 from gagpo_cli.run_layout import (
     CHECKPOINTS_DIR,
@@ -62,6 +63,8 @@ def test_eval_report_and_sweep_read_the_run_where_the_trainer_wrote_it(lab_run):
     assert record.evaluation == json.loads(layout.final_eval.read_text())
     assert [i for i, _ in record.evaluations()] == [0, 1, 2]
     assert record.metric_lines() == read_metrics(run_dir)
+    assert run_evaluation(run_dir, 2) == json.loads(layout.final_eval.read_text())
+    assert run_evaluation(run_dir, 1) == json.loads(layout.eval_record(1).read_text())
     assert run_state(run_dir, iterations=2).state == "done"
     assert run_state(run_dir, iterations=3).state == "pending"
 

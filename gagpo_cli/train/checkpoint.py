@@ -36,6 +36,9 @@ from gagpo_cli.run_layout import ITERATION_PREFIX, RunLayout, iteration_of
 
 KEEP = 2
 MANIFEST = "manifest.json"
+POLICY_DIR = "policy"  # Policy.save / load_weights
+TRAINER_FILE = "trainer.pt"
+RNG_FILE = "rng.json"
 CORRUPT_PREFIX = "corrupt-"
 
 
@@ -70,7 +73,8 @@ def capture_rng() -> dict[str, Any]:
         "torch": base64.b64encode(torch.get_rng_state().numpy().tobytes()).decode(),
     }
     if torch.cuda.is_available():
-        state["cuda"] = [base64.b64encode(s.numpy().tobytes()).decode() for s in torch.cuda.get_rng_state_all()]
+        state["cuda"] = [base64.b64encode(s.numpy().tobytes()).decode()
+                         for s in torch.cuda.get_rng_state_all()]
     return state
 
 
@@ -90,7 +94,8 @@ def restore_rng(state: dict[str, Any]) -> None:
 # ---------------------------------------------------------------------------- save
 
 
-def save_checkpoint(run_dir: Path, iteration: int, policy: Any, updater: Any, rng_state: dict[str, Any]) -> Path:
+def save_checkpoint(run_dir: Path, iteration: int, policy: Any, updater: Any,
+                    rng_state: dict[str, Any]) -> Path:
     """Write the checkpoint of ``iteration`` (policy weights, updater state, ``rng_state``) atomically.
 
     ``policy`` is a ``Policy`` (``save``), ``updater`` an ``Updater`` (``state_dict``). Returns the
@@ -103,9 +108,9 @@ def save_checkpoint(run_dir: Path, iteration: int, policy: Any, updater: Any, rn
     final = checkpoint_path(run_dir, iteration)
     tmp = root / f".tmp-{final.name}"
     tmp.mkdir()
-    policy.save(tmp / "policy")
-    torch.save(updater.state_dict(), tmp / "trainer.pt")
-    (tmp / "rng.json").write_text(json.dumps(rng_state), encoding="utf-8")
+    policy.save(tmp / POLICY_DIR)
+    torch.save(updater.state_dict(), tmp / TRAINER_FILE)
+    (tmp / RNG_FILE).write_text(json.dumps(rng_state), encoding="utf-8")
     files = sorted(p for p in tmp.rglob("*") if p.is_file())
     manifest = {
         "iteration": iteration,
@@ -154,7 +159,8 @@ def verify_checkpoint(path: Path) -> dict[str, Any]:
         files = manifest["files"]
         iteration = int(manifest["iteration"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"corrupt checkpoint: cannot read manifest {manifest_path} ({type(exc).__name__})") from None
+        raise UsageError(f"corrupt checkpoint: cannot read manifest {manifest_path} "
+                         f"({type(exc).__name__})") from None
     if not files or iteration < 0:
         raise UsageError(f"corrupt checkpoint: manifest {manifest_path} lists no files")
     for rel, expected in files.items():
@@ -182,17 +188,18 @@ def load_checkpoint(path: Path, policy: Any, updater: Any) -> Restored:
     manifest = verify_checkpoint(path)
     path = Path(path)
     try:
-        policy.load_weights(path / "policy")
+        policy.load_weights(path / POLICY_DIR)
     except (OSError, ValueError, RuntimeError) as exc:
-        raise UsageError(f"corrupt checkpoint: cannot load weights from {path / 'policy'} ({exc})") from None
+        raise UsageError(f"corrupt checkpoint: cannot load weights from {path / POLICY_DIR} "
+                         f"({exc})") from None
     try:
-        updater.load_state_dict(torch.load(path / "trainer.pt", map_location="cpu", weights_only=True))
+        updater.load_state_dict(torch.load(path / TRAINER_FILE, map_location="cpu", weights_only=True))
     except (OSError, ValueError, RuntimeError, KeyError) as exc:
-        raise UsageError(f"corrupt checkpoint: cannot load {path / 'trainer.pt'} ({exc})") from None
+        raise UsageError(f"corrupt checkpoint: cannot load {path / TRAINER_FILE} ({exc})") from None
     try:
-        rng_state = json.loads((path / "rng.json").read_text(encoding="utf-8"))
+        rng_state = json.loads((path / RNG_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise UsageError(f"corrupt checkpoint: cannot read {path / 'rng.json'} ({exc})") from None
+        raise UsageError(f"corrupt checkpoint: cannot read {path / RNG_FILE} ({exc})") from None
     return Restored(iteration=int(manifest["iteration"]), rng_state=rng_state, path=path)
 
 

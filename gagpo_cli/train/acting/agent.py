@@ -19,7 +19,7 @@ from gagpo_cli.config import ExperimentConfig, ModelConfig, load_config
 from gagpo_cli.errors import UsageError
 from gagpo_cli.run_layout import RunLayout
 from gagpo_cli.train.acting.modes import Acting, ActionMode, get_action_mode
-from gagpo_cli.train.checkpoint import MANIFEST, latest_checkpoint, verify_checkpoint
+from gagpo_cli.train.checkpoint import MANIFEST, POLICY_DIR, latest_checkpoint, verify_checkpoint
 
 
 class ModelAgent:
@@ -107,7 +107,7 @@ def load_agent(spec: str, *, seed: int = 0) -> ModelAgent:
         cfg = load_config(RunLayout(run_dir).config)
         verify_checkpoint(checkpoint)
         policy = load_policy(cfg.model, seed=cfg.train.seed)
-        policy.load_weights(checkpoint / "policy")
+        policy.load_weights(checkpoint / POLICY_DIR)
         return ModelAgent.from_config(policy, cfg, name=f"{run_dir.name}@{checkpoint.name}", seed=seed,
                                       run=run_dir.name)
     # A bare model. LoRA mode only to skip the frozen reference copy of full fine-tuning: the fresh
