@@ -67,6 +67,10 @@ class World:
         self.clean = [False] * len(g.objects)
         self.toggled = [False] * len(g.objects)
         self.won = False
+        # Outside "look" tasks the goal counts objects inside receptacles, whose properties change only
+        # while held: after the start, only "move" can meet it. Checked after every command in a look
+        # task or when the start already meets it (then the first valid command decides, as before).
+        self._check_every_command = g.task_type == "look" or self._goal_met()
 
     def visible(self, rec: int) -> bool:
         return not self.openable[rec] or self.opened[rec]
@@ -149,7 +153,8 @@ class World:
         feedback = handler(self, rest) if handler else None
         if feedback is None:
             return NOTHING_HAPPENS, False
-        self.won = self.won or self._goal_met()
+        if not self.won and (verb == "move" or self._check_every_command):
+            self.won = self._goal_met()
         return feedback, True
 
     def _here(self, name: str) -> int:
