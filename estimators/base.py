@@ -22,7 +22,9 @@ from estimators.similarity import merge_similar_states
 from gagpo_core.plugins import closest
 
 RATIO_MODES = ("sequence", "token")
-SHARED_OPTIONS = ("gamma", "lam", "eps", "penalty")  # docs/algorithms.md#public-api (+ docs/algorithms.md#rewards-and-penalties): option names not tied to one estimator
+# Option names not tied to one estimator: docs/algorithms.md#public-api
+# (+ docs/algorithms.md#rewards-and-penalties).
+SHARED_OPTIONS = ("gamma", "lam", "eps", "penalty")
 LOSS_AGGS = ("seq-mean-token-mean", "token-mean")
 # Options of every estimator that groups states (``groups_states``), applied by the base class.
 STATE_GROUPING_OPTIONS = ("grouping", "similarity_threshold")
@@ -32,7 +34,8 @@ _CHOICES = {
     "mode": ("mean_std_norm", "mean_norm"),
     "stats": ("steps", "trajectory"),
     "norm": ("group", "batch", "none"),
-    "penalty": PENALTY_MODES,  # docs/algorithms.md#rewards-and-penalties: where StepBatch.penalties enter (estimators.penalty)
+    # docs/algorithms.md#rewards-and-penalties: where StepBatch.penalties enter (estimators.penalty)
+    "penalty": PENALTY_MODES,
     "grouping": ("exact", "similarity"),  # state grouping (estimators.similarity)
 }
 _UNIT_INTERVAL = ("gamma", "lam")
@@ -86,13 +89,15 @@ class Estimator:
     carry ``values``; the trainer trains a value head on ``EstimatorOutput.returns``), ``needs_groups``
     (advantages compare the K rollouts of a task, so the trainer refuses ``rollout.group_size: 1``), ``defaults``
     (option -> default). ``fixed`` names options an ablation pins: they always hold the pinned value
-    (another value passed for them is ignored with a warning). ``gamma``, ``lam``, ``eps`` (docs/algorithms.md#public-api) and
-    ``penalty`` (docs/algorithms.md#rewards-and-penalties: ``reward`` | ``verl``, where ``StepBatch.penalties`` enter; every built-in
-    declares it) are shared option names: an estimator that does not use one accepts and ignores it
+    (another value passed for them is ignored with a warning). ``gamma``, ``lam``, ``eps``
+    (docs/algorithms.md#public-api) and ``penalty`` (docs/algorithms.md#rewards-and-penalties: ``reward`` |
+    ``verl``, where ``StepBatch.penalties`` enter; every built-in declares it) are shared option names:
+    an estimator that does not use one accepts and ignores it
     with a warning, so one set of options can configure any estimator. Any other unknown option, or a
     bad value, raises ``ValueError`` listing the valid ones. An estimator that does not declare
     ``penalty`` receives batches whose ``rewards`` already include ``StepBatch.penalties`` (the
-    ``reward`` rule), so a plugin written against the step batch's ``rewards`` (docs/algorithms.md#step-batch) keeps seeing the penalty.
+    ``reward`` rule), so a plugin written against the step batch's ``rewards``
+    (docs/algorithms.md#step-batch) keeps seeing the penalty.
 
     ``groups_states``: the estimator groups rows by state key (``StepBatch.step_groups`` /
     ``state_index``). Such an estimator also takes ``grouping`` ("exact", the default: equal key texts;

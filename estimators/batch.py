@@ -110,8 +110,9 @@ class StepBatch:
     integers; ``rewards``/``values``: finite numbers; ``terminated``: booleans or 0/1;
     ``state_keys``: strings; ``penalties``: finite numbers), every ``traj_id`` inside a single
     ``group_id``, and each trajectory's ``step_index`` exactly ``0..T-1``. ``values`` (critic V_phi(s_t))
-    is optional; only estimators with ``needs_critic`` read it. ``penalties`` (docs/algorithms.md#rewards-and-penalties) is optional too,
-    0 on every row when omitted: the invalid-action penalty of each row, kept apart from ``rewards``
+    is optional; only estimators with ``needs_critic`` read it. ``penalties``
+    (docs/algorithms.md#rewards-and-penalties) is optional too, 0 on every row when omitted: the
+    invalid-action penalty of each row, kept apart from ``rewards``
     (which then hold the environment reward alone) so that an estimator's ``penalty`` option can choose
     where it enters; ``net_rewards`` = ``rewards - penalties`` is the reward sequence of the ``reward``
     rule, and what an estimator that ignores ``penalties`` should read. ``terminated`` is validated and
@@ -181,12 +182,14 @@ class StepBatch:
 
     @cached_property
     def net_rewards(self) -> np.ndarray:
-        """``rewards - penalties`` per row (docs/algorithms.md#rewards-and-penalties ``reward`` rule: the penalty is part of the reward)."""
+        """``rewards - penalties`` per row (docs/algorithms.md#rewards-and-penalties ``reward`` rule: the
+        penalty is part of the reward)."""
         return self.rewards - self.penalties
 
     def with_penalties_in_rewards(self) -> StepBatch:
-        """This batch with ``rewards = net_rewards`` and ``penalties`` 0 (docs/algorithms.md#step-batch's reading of ``rewards``:
-        penalty included), for estimators that do not read ``penalties``; shares the validated layout."""
+        """This batch with ``rewards = net_rewards`` and ``penalties`` 0 (docs/algorithms.md#step-batch's
+        reading of ``rewards``: penalty included), for estimators that do not read ``penalties``; shares the
+        validated layout."""
         out = object.__new__(StepBatch)
         out.__dict__.update(self.__dict__)  # frozen dataclass: copy the fields without re-validating
         out.__dict__.pop("net_rewards", None)

@@ -41,7 +41,8 @@ class G2PO(Estimator):
     the penalty is part of the rewards: R_i sums them (penalties included), and ``Q_t = V(s_{t+1}) +
     side_t`` with the side reward ``-penalty_t`` (``estimators.graph.split_rewards``), which is the
     official ``Q_t`` whenever the penalty is 0.1 per invalid step; ``invalid_penalty`` is then unused.
-    The episode term keeps docs/algorithms.md#baselines's edge rule (a one-row group gives 0; the code keeps its raw score).
+    The episode term keeps docs/algorithms.md#baselines's edge rule (a one-row group gives 0; the code
+    keeps its raw score).
     """
 
     name: ClassVar[str] = "g2po"

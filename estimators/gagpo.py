@@ -18,8 +18,9 @@ class GAGPO(Estimator):
     """GAE over a non-parametric grouped value proxy, group-normalised (docs/algorithms.md#gagpo, the paper's Eq. 1).
 
     Options: ``gamma`` (0.95), ``lam`` (0.8), ``eps`` (1e-6), ``norm`` ("group" | "batch" | "none"),
-    ``penalty`` ("reward" | "verl", docs/algorithms.md#rewards-and-penalties). The TD residual always uses ``r_t - penalty_t``; the rules
-    differ in ``R_t`` (hence the grouped value): ``reward`` discounts the penalty back into earlier
+    ``penalty`` ("reward" | "verl", docs/algorithms.md#rewards-and-penalties). The TD residual always
+    uses ``r_t - penalty_t``; the rules differ in ``R_t`` (hence the grouped value): ``reward``
+    discounts the penalty back into earlier
     returns, ``verl`` lowers only the row's own ``R_t`` (``estimators.penalty``). Under ``verl`` the
     docs/algorithms.md#gagpo identity lambda = 1 <=> ``R_t - V(s_t)`` no longer holds (GAE still carries ``r_t - p_t``
     back through delta); ``gagpo-mc`` then uses the adjusted ``R_t - V(s_t)``.
@@ -47,7 +48,9 @@ class GAGPO(Estimator):
         gamma, eps = self.options["gamma"], self.options["eps"]
         penalty = self.options["penalty"]
         r = layout.to_slots(batch.net_rewards)  # r_t - penalty_t: the TD residual's reward in both rules
-        returns = step_returns(batch, gamma, penalty)  # docs/algorithms.md#gagpo step 1: R_t = r_t + gamma * R_{t+1} (docs/algorithms.md#rewards-and-penalties)
+        # docs/algorithms.md#gagpo step 1: R_t = r_t + gamma * R_{t+1}
+        # (penalties: docs/algorithms.md#rewards-and-penalties)
+        returns = step_returns(batch, gamma, penalty)
         # docs/algorithms.md#gagpo steps 2-3: V(s) = mean of R over the step group G(s) (same state, same rollout group)
         value = segment_mean(groups.codes, returns, groups.count)[groups.codes]
         if self.monte_carlo:
@@ -55,9 +58,11 @@ class GAGPO(Estimator):
         else:
             next_value = layout.next_in_trajectory(value)  # docs/algorithms.md#gagpo step 4: 0 after the last row
             delta = r + gamma * next_value - value  # docs/algorithms.md#gagpo step 5: TD residual over the value proxy
-            adv = layout.reverse_scan(delta, gamma * self.options["lam"])  # docs/algorithms.md#gagpo step 6: GAE recursion
+            # docs/algorithms.md#gagpo step 6: GAE recursion
+            adv = layout.reverse_scan(delta, gamma * self.options["lam"])
         if self.broadcast:
-            adv = adv + episode_advantage(batch, eps, penalty=penalty)  # docs/algorithms.md#ablations gagpo-broadcast: GRPO's episode term
+            # docs/algorithms.md#ablations gagpo-broadcast: GRPO's episode term
+            adv = adv + episode_advantage(batch, eps, penalty=penalty)
         norm = self.options["norm"]  # docs/algorithms.md#gagpo step 7 (docs/algorithms.md#ablations: batch / none)
         if norm == "group":
             adv = segment_standardize(layout.group, adv, layout.n_groups, eps)
@@ -76,8 +81,8 @@ class GAGPOLambda0(GAGPO):
 
 class GAGPOMonteCarlo(GAGPO):
     """Ablation: Monte-Carlo step advantage ``R_t - V(s_t)``, computed directly; it equals the GAE of
-    lam = 1 (docs/algorithms.md#gagpo identity; under ``penalty=verl`` it is the adjusted ``R_t - V(s_t)``), so ``lam`` is
-    fixed at 1."""
+    lam = 1 (docs/algorithms.md#gagpo identity; under ``penalty=verl`` it is the adjusted
+    ``R_t - V(s_t)``), so ``lam`` is fixed at 1."""
 
     name: ClassVar[str] = "gagpo-mc"
     description: ClassVar[str] = "GAGPO ablation: Monte-Carlo step advantage R_t - V(s_t)"

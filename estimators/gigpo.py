@@ -19,12 +19,14 @@ class GiGPO(Estimator):
     ``R_t`` (docs/algorithms.md#gagpo step 1) minus the mean ``R`` of its anchor group G(s_t) (same state key, same
     rollout group), divided by ``std + eps`` in ``mean_std_norm`` mode. Options: ``gamma`` (0.95),
     ``eps`` (1e-6), ``omega`` (1.0), ``mode`` ("mean_std_norm", GiGPO's main "w/ std" variant, or
-    "mean_norm"), ``penalty`` ("reward" | "verl", docs/algorithms.md#rewards-and-penalties). Under ``verl`` (verl-agent's
-    ``apply_invalid_action_penalty``) the episode term uses each row's score lowered by its own penalty
+    "mean_norm"), ``penalty`` ("reward" | "verl", docs/algorithms.md#rewards-and-penalties). Under
+    ``verl`` (verl-agent's ``apply_invalid_action_penalty``) the episode term uses each row's score
+    lowered by its own penalty
     (``grpo.episode_advantage``) and the step term ``R_t`` from environment rewards minus the row's own
     penalty (``penalty.step_returns``); with rows of groups of at least two rows this reproduces
-    verl-agent's ``compute_gigpo_outcome_advantage`` (tests/test_penalty_parity.py). docs/algorithms.md#baselines edge rule,
-    which departs from the reference code (which keeps the raw value there): a one-row group, a
+    verl-agent's ``compute_gigpo_outcome_advantage`` (tests/test_penalty_parity.py).
+    docs/algorithms.md#baselines edge rule, which departs from the reference code (which keeps the raw
+    value there): a one-row group, a
     singleton anchor group, or a zero spread gives 0.
     """
 
@@ -46,7 +48,8 @@ class GiGPO(Estimator):
         with_std = self.options["mode"] == "mean_std_norm"
         penalty = self.options["penalty"]
         episode = episode_advantage(batch, eps, "steps", divide_by_std=with_std, penalty=penalty)
-        returns = step_returns(batch, gamma, penalty)  # R_t = r_t + gamma R_{t+1} (docs/algorithms.md#rewards-and-penalties penalty rule)
+        # R_t = r_t + gamma R_{t+1} (docs/algorithms.md#rewards-and-penalties penalty rule)
+        returns = step_returns(batch, gamma, penalty)
         if with_std:
             step = segment_standardize(groups.codes, returns, groups.count, eps)
         else:

@@ -154,7 +154,8 @@ class GRAFT(Estimator):
     SUCCESS_REWARD``: 0.1 -> 0.01 on the 0-1 scale of R_i): under ``reward`` it is the intermediate
     reward r_t of its edge, in the value backup (Eq. 5), in A_t and in every TD difference the
     continuation sums; under ``verl`` it lowers only its own row's A_t (Eq. 8), never V nor the graph
-    continuation (``"trajectory"``: GAE carries it back along its own trajectory, as GAGPO's rule). Loss (Eqs. 3-4, "GRPO-C"): one length-normalised ratio per step (GSPO-style geometric mean),
+    continuation (``"trajectory"``: GAE carries it back along its own trajectory, as GAGPO's rule).
+    Loss (Eqs. 3-4, "GRPO-C"): one length-normalised ratio per step (GSPO-style geometric mean),
     averaged over actions.
 
     Ambiguities of the paper and the choices made: (a) the last step's successor is the sink itself, a

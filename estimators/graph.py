@@ -10,8 +10,9 @@ for a trajectory's last step the sink of its outcome. A step batch holds no key 
 after the last action, so that state can only be the sink; sinks have no outgoing edges.
 
 Outcome (``split_rewards``): a trajectory succeeded when its final reward is > 0 (the training reward
-is ``SUCCESS_REWARD`` x success at the final step, docs/algorithms.md#rewards-and-penalties). The rest of the rewards (everything but
-that outcome) are *side rewards*: under the ``reward`` penalty rule they are ``-penalty`` on each
+is ``SUCCESS_REWARD`` x success at the final step, docs/algorithms.md#rewards-and-penalties). The rest
+of the rewards (everything but that outcome) are *side rewards*: under the ``reward`` penalty rule
+they are ``-penalty`` on each
 penalised step, under ``verl`` 0 (the penalty stays with its own row), plus any intermediate
 environment reward.
 
@@ -37,7 +38,8 @@ def split_rewards(batch: StepBatch, penalty: str) -> tuple[np.ndarray, np.ndarra
     ``success`` per trajectory code: its final reward > 0, the reward being ``net_rewards`` under
     ``reward`` and the environment ``rewards`` under ``verl``. ``side`` per slot: that reward less the
     outcome, ``r_t - SUCCESS_REWARD * success`` on a successful trajectory's last slot and ``r_t``
-    elsewhere (``-penalty_t`` under ``reward`` on the docs/algorithms.md#rewards-and-penalties rewards, 0 under ``verl``).
+    elsewhere (``-penalty_t`` under ``reward`` on the docs/algorithms.md#rewards-and-penalties rewards,
+    0 under ``verl``).
     ``own_penalty`` per slot: ``penalties`` under ``verl`` (the penalty each row keeps to itself),
     0 under ``reward`` (it is already in ``side``). Both batches of the ``reward`` rule (penalties
     apart, or folded into ``rewards``) give the same numbers.

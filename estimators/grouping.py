@@ -209,8 +209,8 @@ def segment_relative(
 ) -> np.ndarray:
     """``x`` relative to a separate population per code: ``(x - mean) / (std + eps)`` (``eps=None``: no
     division), mean and unbiased std over ``pop`` grouped by ``pop_codes``. A code whose population has
-    one member, or (with division) zero spread, gives exactly 0 (docs/algorithms.md#baselines edge rule), even where ``x``
-    itself differs from that population."""
+    one member, or (with division) zero spread, gives exactly 0 (docs/algorithms.md#baselines edge
+    rule), even where ``x`` itself differs from that population."""
     mean = segment_mean(pop_codes, pop, k)
     counts = np.bincount(pop_codes, minlength=k)
     dev = x - mean[codes]

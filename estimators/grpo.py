@@ -18,13 +18,15 @@ def episode_advantage(
 ) -> np.ndarray:
     """Episode-level relative advantage of every slot (trajectory order).
 
-    docs/algorithms.md#baselines: ``score`` = undiscounted sum of the trajectory's rewards; ``(score - mean) / (std + eps)``
-    (``divide_by_std=False``: ``score - mean``) with mean and unbiased std over the rows of the
+    docs/algorithms.md#baselines: ``score`` = undiscounted sum of the trajectory's rewards;
+    ``(score - mean) / (std + eps)`` (``divide_by_std=False``: ``score - mean``) with mean and
+    unbiased std over the rows of the
     rollout group (``stats="steps"``: longer trajectories weigh more, as the reference does) or over
     one score per trajectory (``stats="trajectory"``). A single row/trajectory, or zero spread, gives 0.
 
-    ``penalty`` (docs/algorithms.md#rewards-and-penalties, ``estimators.penalty``): under ``verl`` each row's score is its trajectory's
-    environment score minus the row's own penalty. With ``stats="steps"`` those row scores are also the
+    ``penalty`` (docs/algorithms.md#rewards-and-penalties, ``estimators.penalty``): under ``verl`` each
+    row's score is its trajectory's environment score minus the row's own penalty. With
+    ``stats="steps"`` those row scores are also the
     statistics population (as verl-agent's ``episode_norm_reward``, which takes every row's own
     ``token_level_scores``); with ``stats="trajectory"`` the population is one environment score per
     trajectory (verl-agent takes whichever row of a trajectory comes first in its batch order, which
@@ -48,9 +50,10 @@ def episode_advantage(
 class GRPO(Estimator):
     """GRPO with the step rows of a rollout group as its statistics population (GiGPO's pipeline).
 
-    Options: ``eps`` (1e-6), ``stats`` ("steps" | "trajectory"), ``penalty`` ("reward" | "verl", docs/algorithms.md#rewards-and-penalties:
-    where ``StepBatch.penalties`` enter the scores; see ``episode_advantage``). docs/algorithms.md#baselines edge rule, which
-    departs from the reference code (mean 0, std 1 for a one-row group): a one-row group or a zero
+    Options: ``eps`` (1e-6), ``stats`` ("steps" | "trajectory"), ``penalty`` ("reward" | "verl",
+    docs/algorithms.md#rewards-and-penalties: where ``StepBatch.penalties`` enter the scores; see
+    ``episode_advantage``). docs/algorithms.md#baselines edge rule, which departs from the reference
+    code (mean 0, std 1 for a one-row group): a one-row group or a zero
     spread gives 0.
     """
 

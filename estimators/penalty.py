@@ -1,4 +1,5 @@
-"""Where the invalid-action penalty enters scores and returns: the estimator option ``penalty`` (docs/algorithms.md#rewards-and-penalties).
+"""Where the invalid-action penalty enters scores and returns: the estimator option ``penalty``
+(docs/algorithms.md#rewards-and-penalties).
 
 ``StepBatch.penalties`` holds each row's penalty apart from its environment reward. Two rules:
 
@@ -33,7 +34,8 @@ def step_returns(batch: StepBatch, gamma: float, mode: str) -> np.ndarray:
 
 
 def scores(batch: StepBatch, mode: str) -> tuple[np.ndarray, np.ndarray]:
-    """``(row_score, traj_score)``: the score of every slot (docs/algorithms.md#baselines) and one score per trajectory code.
+    """``(row_score, traj_score)``: the score of every slot (docs/algorithms.md#baselines) and one score
+    per trajectory code.
 
     ``traj_score`` is the trajectory's member in trajectory-level statistics (``grpo stats=trajectory``,
     ``rloo``): its undiscounted reward sum, penalties included under ``reward`` and environment rewards

@@ -16,8 +16,9 @@ class PPO(Estimator):
     trajectory's last row: no value is recorded for the state after it), ``A_t = delta_t + gamma *
     lam * A_{t+1}``; ``returns = A_t + V_phi(s_t)`` are the value-head targets.
 
-    Option ``penalty`` (docs/algorithms.md#rewards-and-penalties): ``reward`` puts ``r_t - penalty_t`` in the TD residual, so GAE carries
-    the penalty back to earlier steps; ``verl`` runs GAE over environment rewards and then lowers the
+    Option ``penalty`` (docs/algorithms.md#rewards-and-penalties): ``reward`` puts ``r_t - penalty_t``
+    in the TD residual, so GAE carries the penalty back to earlier steps; ``verl`` runs GAE over
+    environment rewards and then lowers the
     row's own advantage and value target by its own penalty, nothing else, as verl-agent lowers a row's
     own return. (verl-agent has no step-level critic GAE to copy: its PPO scores each row as a
     separate response, so this applies its rule to the return that exists here, ``A_t + V_phi(s_t)``.)
@@ -49,6 +50,8 @@ class PPO(Estimator):
         v = layout.to_slots(batch.values)
         delta = r + gamma * layout.next_in_trajectory(v) - v  # TD residual over the critic
         adv = layout.reverse_scan(delta, gamma * lam)  # GAE recursion, backwards in each trajectory
-        if verl:  # docs/algorithms.md#rewards-and-penalties verl rule: only the row's own advantage / return carries its penalty
+        # docs/algorithms.md#rewards-and-penalties verl rule: only the row's own advantage / return
+        # carries its penalty.
+        if verl:
             adv = adv - layout.to_slots(batch.penalties)
         return EstimatorOutput(advantages=layout.to_rows(adv), returns=layout.to_rows(adv + v))

@@ -1,4 +1,5 @@
-"""RLOO (docs/algorithms.md#baselines): a trajectory's score minus the mean score of the other trajectories of its group."""
+"""RLOO (docs/algorithms.md#baselines): a trajectory's score minus the mean score of the other
+trajectories of its group."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ class RLOO(Estimator):
 
     ``A_i = score_i - mean_{j != i} score_j``, computed as ``m / (m - 1) * (score_i - mean_j score_j)``
     (the same quantity, and exactly 0 when all scores are equal); every row of trajectory i gets
-    A_i. A group of one trajectory (m = 1) gives 0. Option ``penalty`` ("reward" | "verl", docs/algorithms.md#rewards-and-penalties):
-    under ``verl`` the scores are environment scores and each row's own score is lowered by its own
+    A_i. A group of one trajectory (m = 1) gives 0. Option ``penalty`` ("reward" | "verl",
+    docs/algorithms.md#rewards-and-penalties): under ``verl`` the scores are environment scores and
+    each row's own score is lowered by its own
     penalty, so a row gets ``A_i - penalty_row`` (the baseline, the other trajectories' scores, is
     untouched); m = 1 still gives 0.
     """
