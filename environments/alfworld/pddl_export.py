@@ -75,7 +75,8 @@ def _goal(game: Game) -> str:
                 f" (exists (?o - object ?a - agent) (and (objectType ?o {obj}) (holds ?a ?o))))")
     rec = _type_name(game.target_recep)
     if game.task_type == "pick2":
-        return (f"(exists (?o1 - object ?o2 - object ?r - receptacle) (and (objectType ?o1 {obj}) (objectType ?o2 {obj})"
+        return (f"(exists (?o1 - object ?o2 - object ?r - receptacle)"
+                f" (and (objectType ?o1 {obj}) (objectType ?o2 {obj})"
                 f" (not (= ?o1 ?o2)) (receptacleType ?r {rec}) (inReceptacle ?o1 ?r) (inReceptacle ?o2 ?r)))")
     prop = f" ({_PROPERTY[game.task_type]} ?o)" if game.task_type in _PROPERTY else ""
     return (f"(exists (?o - object ?r - receptacle) (and (objectType ?o {obj}) (receptacleType ?r {rec})"

@@ -200,7 +200,9 @@ class TextWorldEpisode(Episode):
     def reset(self, split: str, task_id: int, seed: int = 0) -> Reset:
         files = self._games.files(split)
         if isinstance(task_id, bool) or not isinstance(task_id, int) or not 0 <= task_id < len(files):
-            raise ValueError(f"ALFWorld task_id must be an int in [0, {len(files)}) for split {split!r}, got {task_id!r}")
+            raise ValueError(
+                f"ALFWorld task_id must be an int in [0, {len(files)}) for split {split!r}, got {task_id!r}"
+            )
         game_file = files[task_id]
         self._game_file, self._crash = game_file, None
         error = ""

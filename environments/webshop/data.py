@@ -160,7 +160,11 @@ def _reviews(records: list[dict[str, Any]]) -> dict[str, tuple[tuple[Review, ...
     out = {}
     for r in records:
         reviews = tuple(
-            Review(str(x.get("title", "")), str(x.get("score", x.get("stars", ""))), str(x.get("body", x.get("review", ""))))
+            Review(
+                str(x.get("title", "")),
+                str(x.get("score", x.get("stars", ""))),
+                str(x.get("body", x.get("review", ""))),
+            )
             for x in r.get("reviews", [])
         )
         out[r["asin"]] = (reviews, str(r.get("average_rating", "N.A.")))

@@ -32,7 +32,8 @@ GIGPO_LABELS = {"mean_std_norm": "GiGPO (w/ std)", "mean_norm": "GiGPO (w/o std)
 # Table 1's prompting rows (GiGPO and GAGPO papers): the model prompted, ReAct, Reflexion (gagpo eval --agent)
 PROMPTING_LABELS = {"react": "ReAct", "reflexion": "Reflexion"}
 PROMPTED = " (prompting)"  # the plain agent's row: "<model> (prompting)"
-# Table 1 order (paper), then Table 2 order (docs/algorithms.md#ablations), then the other methods the paper is compared with
+# Table 1 order (paper), then Table 2 order (docs/algorithms.md#ablations), then the other methods
+# the paper is compared with
 METHOD_ORDER = [*PROMPTING_LABELS.values(),
                 "PPO", "RLOO", "GRPO", "GiGPO (w/ std)", "GiGPO (w/o std)", "GAGPO",
                 *(METHOD_LABELS[n] for n in ("gagpo-lambda0", "gagpo-mc", "gagpo-token-ratio", "gagpo-broadcast",

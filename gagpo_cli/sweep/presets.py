@@ -1,5 +1,6 @@
-"""The paper's sweeps as presets: ``--preset table2`` (GAGPO and its six ablations, docs/algorithms.md#ablations order) and
-``--preset table1`` (the compared methods x the two environments)."""
+"""The paper's sweeps as presets: ``--preset table2`` (GAGPO and its six ablations,
+docs/algorithms.md#ablations order) and ``--preset table1`` (the compared methods x the two
+environments)."""
 
 from __future__ import annotations
 

@@ -4,8 +4,9 @@ The child's stdout and stderr are appended to ``<run_dir>/train.log``. It resume
 checkpoint when one exists (``--resume``); a run killed before its first checkpoint starts over
 (its partial ``metrics.jsonl`` and evaluations are dropped). The launcher's thread share is an upper
 bound (``run_threads``): ``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` give the child that many threads, a
-cell's ``train.threads`` below it is kept and one above it is lowered to it (``--threads``). On Linux the child is killed when the process that started it dies, so a
-killed sweep leaves no orphan writing into a run directory that the next sweep resumes.
+cell's ``train.threads`` below it is kept and one above it is lowered to it (``--threads``). On Linux
+the child is killed when the process that started it dies, so a killed sweep leaves no orphan
+writing into a run directory that the next sweep resumes.
 """
 
 from __future__ import annotations

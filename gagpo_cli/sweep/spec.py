@@ -54,7 +54,8 @@ from gagpo_core import plugins
 
 SWEEPS_DIR = EXPERIMENTS_DIR / "sweeps"
 SWEEP_KEYS = ("name", "description", "base", "preset", "axes", "seeds", "set")
-ABLATE_FLAGS = ("estimator", "env", "model", "lora", "iterations", "output_dir", "wandb", "action_mode")  # train flags ablate passes
+# train flags ablate passes
+ABLATE_FLAGS = ("estimator", "env", "model", "lora", "iterations", "output_dir", "wandb", "action_mode")
 
 
 def builtin_sweeps() -> dict[str, Path]:
