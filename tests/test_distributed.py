@@ -1,5 +1,6 @@
 """Data-parallel training: two gloo processes, each updating on its share of the step rows, make
-exactly the parameter update (and report the metrics) of one process on the whole batch."""
+exactly the parameter update (and report the metrics) of one process on the whole batch, with one
+mini-batch or several (rows dealt into mini-batches by their index in the whole batch)."""
 
 from __future__ import annotations
 
@@ -39,7 +40,11 @@ def _batch() -> list[GenerateSample]:
     return rows
 
 
+MINI_BATCHES = 4  # "-m4" cases: 6 rows per rank, dealt by rank they would form other mini-batches
+
+
 def _rows_of(ctx: Dist, split: str) -> list[int]:
+    split = split.removeprefix("score-").removesuffix("-m4")
     if split == "all-on-rank-0":  # the other rank has nothing to train on and still takes part
         return list(range(GROUPS * K)) if ctx.rank == 0 else []
     return [g * K + j for g in shard(GROUPS, ctx) for j in range(K)]  # whole rollout groups per rank
@@ -70,9 +75,12 @@ SCORE_OPTIM = dataclasses.replace(OPTIM, lr=0.0, critic_lr=0.0, grad_clip=1e9)
 def _updater(estimator: str, split: str, ctx: Dist | None = None) -> tuple[GenerateUpdater | ScoreUpdater, list]:
     """The updater of a case and its batch: ``score-*`` splits train the featurised policy in score mode."""
     torch.manual_seed(0)
+    mini = MINI_BATCHES if split.endswith("-m4") else 1
     if split.startswith("score"):
-        return ScoreUpdater(perturbed_bow_mlp(), get_estimator(estimator), SCORE_OPTIM, dist=ctx), _score_batch()
-    return GenerateUpdater(tiny_policy(), get_estimator(estimator), OPTIM, dist=ctx), _batch()
+        optim = dataclasses.replace(SCORE_OPTIM, mini_batches=mini)
+        return ScoreUpdater(perturbed_bow_mlp(), get_estimator(estimator), optim, dist=ctx), _score_batch()
+    return (GenerateUpdater(tiny_policy(), get_estimator(estimator), dataclasses.replace(OPTIM, mini_batches=mini),
+                            dist=ctx), _batch())
 
 
 def _update(ctx: Dist, estimator: str, split: str) -> tuple[dict[str, float], list[torch.Tensor], list]:
@@ -88,12 +96,14 @@ def _update(ctx: Dist, estimator: str, split: str) -> tuple[dict[str, float], li
         return step(*args, **kwargs)
 
     updater.optimizer.step = capture
-    metrics = updater.update([samples[i] for i in _rows_of(ctx, split.removeprefix("score-"))])
+    rows = _rows_of(ctx, split)  # this rank's contiguous block of the whole batch
+    metrics = updater.update(samples, slice(rows[0], rows[-1] + 1) if rows else slice(0, 0))
     return metrics, [p.detach().clone() for p in params], grads
 
 
 CASES = (("gagpo", "groups"), ("gagpo", "all-on-rank-0"), ("ppo", "groups"),
-         ("gagpo", "score-groups"), ("gagpo", "score-all-on-rank-0"), ("ppo", "score-groups"))
+         ("gagpo", "score-groups"), ("gagpo", "score-all-on-rank-0"), ("ppo", "score-groups"),
+         ("gagpo", "groups-m4"), ("ppo", "groups-m4"), ("gagpo", "score-groups-m4"), ("ppo", "score-groups-m4"))
 
 
 def _worker(rank: int, world: int, init_file: str, out: str) -> None:
@@ -144,7 +154,8 @@ def _check(results: dict, estimator: str, split: str) -> None:
         assert torch.equal(a, b)  # the ranks stay identical without broadcasting weights
         assert torch.allclose(a, single, rtol=1e-4, atol=1e-6), (a - single).abs().max()
     if split.startswith("score"):  # lr 0 (SCORE_OPTIM): every step's summed gradient is the one-process one
-        assert len(one_grads) == 2 and any(g.abs().sum() > 0 for g in one_grads[0])
+        steps = 2 * (MINI_BATCHES if split.endswith("-m4") else 1)  # epochs x mini-batches
+        assert len(one_grads) == steps and any(g.abs().sum() > 0 for g in one_grads[0])
         assert all(torch.equal(a, b) for s0, s1 in zip(*two["grads"], strict=True) for a, b in zip(s0, s1, strict=True))
         for two_step, one_step in zip(two["grads"][0], one_grads, strict=True):
             for a, single in zip(two_step, one_step, strict=True):
@@ -154,8 +165,8 @@ def _check(results: dict, estimator: str, split: str) -> None:
         assert any(not torch.allclose(s, i, atol=1e-4) for s, i in zip(one_params, initial, strict=True))  # moved
     keys = ["actor/pg_loss", "actor/kl", "actor/entropy", "actor/grad_norm", "actor/clipfrac",
             "actor/rollout_probs_diff_max", "actor/rollout_probs_diff_mean"]
-    if split.startswith("score"):
-        keys.append("actor/update_rows")
+    if split.startswith("score") or split.endswith("-m4"):
+        keys += ["actor/update_rows", "actor/optimizer_steps"]
     if estimator == "ppo":
         keys += ["critic/value_loss", "critic/grad_norm"]
     for key in keys:
@@ -185,6 +196,14 @@ def test_token_ratio_loss_and_critic_update_as_one_process(two_processes):
 @pytest.mark.parametrize("estimator, split", [("gagpo", "score-groups"), ("gagpo", "score-all-on-rank-0"),
                                               ("ppo", "score-groups")])
 def test_score_mode_updates_as_one_process(two_processes, estimator, split):
+    _check(two_processes, estimator, split)
+
+
+@pytest.mark.parametrize("estimator, split", [("gagpo", "groups-m4"), ("ppo", "groups-m4"),
+                                              ("gagpo", "score-groups-m4"), ("ppo", "score-groups-m4")])
+def test_several_mini_batches_update_as_one_process(two_processes, estimator, split):
+    """optim.mini_batches > 1: the mini-batches are dealt over the whole batch, each rank computing its
+    own rows of each, so every optimizer step's summed gradient is the one-process step's."""
     _check(two_processes, estimator, split)
 
 

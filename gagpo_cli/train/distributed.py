@@ -14,16 +14,23 @@ Contract (what makes N processes train exactly as one process on the same batch)
    the one-process loss, so the summed gradient is the one-process gradient (DDP's averaging, with
    the averaging folded into the denominators); clipping and the optimizer step then run on the
    same gradient on every rank, and the weights stay identical without broadcasting them.
-5. Only rank 0 writes records and checkpoints and runs evaluation.
+5. Every rank keeps its own records and checkpoints (ranks > 0 under ``<run>/ranks/rank<r>/``), all
+   saving the same iterations; rank 0 plays the evaluations and hands the result to the others
+   (``train/evaluation.py``).
+6. Mini-batches are dealt by row index in the WHOLE batch (``learning/planning.py``), each rank
+   computing its own rows of each, so the update is the one-process update with any
+   ``optim.mini_batches``.
 
 Backends follow the policy's device (``backend_for``): ``nccl`` when the policy is on a GPU, ``gloo``
 when it is on the CPU, even where CUDA is visible (a CPU policy's gradients are CPU tensors, which
 NCCL rejects). One process is the plain path: ``Dist()`` (world size 1) makes every helper here a
 no-op.
 
-Ranks agree on every decision that changes what they do next: ``agree_stop`` (any rank's stop is
-every rank's stop, at iteration and turn boundaries) and ``agree_same`` (e.g. the iteration a resume
-starts from; differing values are refused with one line).
+Ranks agree on every decision that changes what they do next: ``agree_any`` / ``agree_stop`` (any
+rank's stop or failure is every rank's, at iteration and rollout-turn boundaries; the turns go on while
+any rank has live episodes) and ``agree_same`` (e.g. the iteration a resume starts from; differing
+values are refused with one line). A rank that fails where the others wait in a collective hands its
+failure through that collective, so no rank is left waiting (``StoppedElsewhere`` on the others).
 """
 
 from __future__ import annotations
@@ -133,13 +140,33 @@ def sum_counts(values: Sequence[float], ctx: Dist) -> list[float]:
     return [float(v) for v in t.tolist()]
 
 
+def agree_any(flags: Sequence[bool], ctx: Dist) -> list[bool]:
+    """Each flag true on every rank when it is true on any rank (one collective for all of them;
+    every rank must call it with the same number of flags)."""
+    if not ctx.enabled:
+        return [bool(f) for f in flags]
+    t = torch.tensor([int(f) for f in flags], device=_collective_device())
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return [bool(v) for v in t.tolist()]
+
+
 def agree_stop(stop: bool, ctx: Dist) -> bool:
     """True on every rank when ``stop`` is true on any rank (one collective; every rank must call it)."""
+    return agree_any([stop], ctx)[0]
+
+
+class StoppedElsewhere(Exception):
+    """Another rank failed (its own error says why) and every rank agreed to stop: this one stops
+    cleanly, saving what it would save for a Ctrl-C."""
+
+
+def from_main(obj: T, ctx: Dist) -> T:
+    """Rank 0's ``obj`` (picklable) on every rank; the other ranks wait in this collective."""
     if not ctx.enabled:
-        return stop
-    t = torch.tensor([int(stop)], device=_collective_device())
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return bool(t.item())
+        return obj
+    box: list[Any] = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
 
 
 def agree_same(value: Any, what: str, ctx: Dist) -> Any:

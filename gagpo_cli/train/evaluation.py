@@ -1,5 +1,10 @@
 """The trainer's evaluations: the policy at the evaluation temperature on a fixed set of episodes
 (the same tasks and seeds at every evaluation of a run), each kept as ``evals/iter_NNNNNN.json``.
+
+Under torchrun rank 0 plays the episodes while the other ranks wait in one collective that hands them
+its result (or its failure), so N processes evaluate once and every rank records what one process
+would. The episodes are not sharded over ranks: the evaluation agent samples every episode's actions
+from one generator, so a sharded evaluation would draw other samples than one process.
 """
 
 from __future__ import annotations
@@ -13,10 +18,29 @@ from gagpo_cli.config import ExperimentConfig
 from gagpo_cli.episodes import evaluation_specs, run_episodes, summarize
 from gagpo_cli.run_layout import RunLayout
 from gagpo_cli.train.acting.agent import ModelAgent
+from gagpo_cli.train.distributed import Dist, StoppedElsewhere, from_main
 from gagpo_core.atomic import atomic_write_json
 
 
-def evaluate_policy(cfg: ExperimentConfig, policy: Any, pool: Any, split: str) -> dict[str, Any]:
+def evaluate_policy(cfg: ExperimentConfig, policy: Any, pool: Any, split: str,
+                    ctx: Dist | None = None) -> dict[str, Any]:
+    """``play_evaluation`` on rank 0, its result on every rank of ``ctx`` (module docstring). A failure
+    on rank 0 is raised there and stops the others with ``StoppedElsewhere``: no rank is left waiting."""
+    ctx = ctx or Dist()
+    evaluation, problem = None, None
+    if ctx.is_main:
+        try:
+            evaluation = play_evaluation(cfg, policy, pool, split)
+        except Exception as exc:
+            from_main((None, f"{type(exc).__name__}: {exc}"), ctx)  # the waiting ranks stop too
+            raise
+    evaluation, problem = from_main((evaluation, problem), ctx)
+    if problem is not None:
+        raise StoppedElsewhere(f"the evaluation on training process 0 failed ({problem})")
+    return evaluation
+
+
+def play_evaluation(cfg: ExperimentConfig, policy: Any, pool: Any, split: str) -> dict[str, Any]:
     """Evaluate the policy at the evaluation temperature on ``train.eval_episodes`` episodes of
     ``split`` (the same tasks and seeds at every evaluation of a run:
     ``gagpo_cli.episodes.evaluation_specs``);
@@ -49,10 +73,11 @@ def eval_batch_size(cfg: ExperimentConfig) -> int:
     return cfg.rollout.tasks_per_batch * cfg.rollout.group_size
 
 
-def evaluate_baseline(cfg: ExperimentConfig, run_dir: Path, policy: Any, pool: Any, split: str) -> None:
+def evaluate_baseline(cfg: ExperimentConfig, run_dir: Path, policy: Any, pool: Any, split: str,
+                      ctx: Dist | None = None) -> None:
     """The run's own baseline, before any update: ``evals/iter_000000.json`` (``metrics.jsonl`` keeps one
     line per training iteration) and one log line."""
-    baseline = evaluate_policy(cfg, policy, pool, split)
+    baseline = evaluate_policy(cfg, policy, pool, split, ctx)
     write_eval_record(run_dir, 0, baseline)
     print(f"iter 0/{cfg.train.iterations}: before training | eval success {baseline['success_rate']:.1f}% "
           f"score {baseline['score']:.1f} ({baseline['seconds']:.1f}s)", flush=True)

@@ -17,7 +17,11 @@ After the last iteration the final policy is evaluated into ``eval.json``.
 Ctrl-C finishes the iteration in flight (or abandons its rollout, which changes nothing), saves a
 checkpoint and raises ``TrainingInterrupted``; a second Ctrl-C stops at once. A rollout engine that
 fails does the same (``EngineCrashed``): mid-rollout, the previous iteration's state is saved; while
-syncing weights or evaluating, the finished update is recorded and saved first.
+syncing weights or evaluating, the finished update is recorded and saved first. Under torchrun the
+ranks agree on stopping at every rollout turn and at the end of every iteration (one collective each):
+any rank's Ctrl-C or engine failure stops every rank at the same point, so all save the same iteration
+(the failing rank raises ``EngineCrashed``, the others ``TrainingInterrupted``), and a resume whose
+ranks' newest checkpoints differ is refused.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from gagpo_cli.train.acting.rollout import (
 )
 from gagpo_cli.train.checkpoint import (
     capture_rng,
+    checkpoint_iteration,
     checkpoint_path,
     latest_checkpoint,
     load_checkpoint,
@@ -60,7 +65,7 @@ from gagpo_cli.train.evaluation import evaluate_baseline, evaluate_policy, write
 from gagpo_cli.train.policies.kinds import load_policy, policy_kind
 from gagpo_cli.train.records import RunRecords, progress_line, truncate_metrics
 from gagpo_cli.train.run_dir import prepare_run_dir, removed_on_failure, run_name
-from gagpo_cli.train.stopping import EngineCrashed, StopFlag, TrainingInterrupted, stop_on_sigint, stopped_by
+from gagpo_cli.train.stopping import StopFlag, stop_on_sigint, stopped_by
 from gagpo_core import plugins
 
 
@@ -117,7 +122,11 @@ def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, estimator: Any, p
     mode = get_action_mode(cfg.rollout.action_mode)
     if policy is None:
         policy = load_policy(cfg.model, seed=cfg.train.seed)
-    updater = mode.updater(policy, estimator, cfg, distributed.current())
+    ctx = distributed.current()
+    updater = mode.updater(policy, estimator, cfg, ctx)
+    newest = latest_checkpoint(run_dir) if resume else None
+    # every rank continues the same iteration (each keeps its own checkpoints: distributed.rank_config)
+    distributed.agree_same(checkpoint_iteration(newest) if newest else 0, "the iteration to resume from", ctx)
     start = _restore(run_dir, policy, updater) if resume else 0
     engine = mode.open_engine(policy, cfg)  # generate: a rollout engine; score: the policy itself ranks
     estimate = announce_estimate(cfg, engine, pool, start=start, device=getattr(policy, "device", "cpu"))
@@ -125,7 +134,7 @@ def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, estimator: Any, p
                          run_name=run_dir.name, config=cfg.to_dict())
     evaluation: dict[str, Any] | None = None
     if start == 0 and cfg.train.eval_every and cfg.train.eval_episodes:  # the run's own baseline
-        evaluate_baseline(cfg, run_dir, engine, pool, eval_split)
+        evaluate_baseline(cfg, run_dir, engine, pool, eval_split, ctx)
     gc.collect()  # what exists now (policy, pool, caches) lives through the loop: the cyclic garbage
     gc.freeze()  # collector need not rescan it at every full collection (a quarter of a lab iteration)
     try:
@@ -133,44 +142,34 @@ def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, estimator: Any, p
             for iteration in range(start + 1, cfg.train.iterations + 1):
                 rng_before = capture_rng()
                 try:
-                    metrics = _iteration(cfg, iteration, engine, pool, estimator, updater, train_tasks, stop)
+                    metrics = _iteration(cfg, iteration, engine, pool, estimator, updater, train_tasks, stop, ctx)
                 except (RolloutInterrupted, EngineError) as exc:  # nothing changed yet: the previous state
                     saved = _keep_previous(run_dir, iteration - 1, policy, updater, rng_before)
                     raise stopped_by(exc, run_dir, saved) from None
-                evaluation = None
-                try:
-                    engine.sync()  # the next generation uses the updated weights
-                    if cfg.train.eval_every and iteration % cfg.train.eval_every == 0 and cfg.train.eval_episodes:
-                        evaluation = evaluate_policy(cfg, engine, pool, eval_split)
-                        write_eval_record(run_dir, iteration, evaluation)
-                        metrics.update(summary_metrics(evaluation, "eval"))
-                        metrics["timing/eval_s"] = evaluation["seconds"]
-                except EngineError as exc:  # the update is done: record and keep it (this evaluation is lost)
-                    records.log(iteration, metrics)
-                    raise EngineCrashed(run_dir, save_checkpoint(run_dir, iteration, policy, updater, capture_rng()),
-                                        exc) from None
+                evaluation, failure = _after_update(cfg, run_dir, iteration, engine, pool, eval_split, metrics, ctx)
                 records.log(iteration, metrics)
                 print(progress_line(iteration, cfg.train.iterations, metrics), flush=True)
                 run_progress.finished(iteration)
                 last = iteration == cfg.train.iterations
-                if iteration % cfg.train.save_every == 0 or last or stop.requested:
+                # the iteration boundary: any rank's Ctrl-C stops every rank, all saving this iteration
+                stopping = distributed.agree_stop(stop.requested, ctx) or failure is not None
+                if iteration % cfg.train.save_every == 0 or last or stopping:
                     saved = save_checkpoint(run_dir, iteration, policy, updater, capture_rng())
-                if stop.requested:
-                    raise TrainingInterrupted(run_dir, saved)
+                if stopping:
+                    raise stopped_by(failure, run_dir, saved)
     finally:
         records.close()
         gc.unfreeze()
-    _final_evaluation(cfg, run_dir, engine, pool, eval_split, evaluation)
+    _final_evaluation(cfg, run_dir, engine, pool, eval_split, evaluation, ctx)
     return run_dir
 
 
 def _iteration(cfg: ExperimentConfig, iteration: int, policy: Any, pool: Any, estimator: Any, updater: Any,
-               train_tasks: int, stop: StopFlag) -> dict[str, float]:
+               train_tasks: int, stop: StopFlag, ctx: distributed.Dist) -> dict[str, float]:
     """Steps 1-6 of the module docstring for one iteration; returns its metrics."""
     began = time.perf_counter()
     tasks, sampling_seed = sample_tasks(cfg, train_tasks, iteration)
-    ctx = distributed.current()  # several processes: this rank rolls out its whole rollout groups
-    tasks, offset = distributed.shard_tasks(tasks, ctx)
+    tasks, offset = distributed.shard_tasks(tasks, ctx)  # several processes: this rank's whole rollout groups
     sampling_seed += ctx.rank
     rollout = collect(
         policy, pool, tasks, max_steps=cfg.env.max_steps or pool.environment_info.max_steps,
@@ -179,7 +178,7 @@ def _iteration(cfg: ExperimentConfig, iteration: int, policy: Any, pool: Any, es
         reward=cfg.rollout.reward,
         generator=torch.Generator().manual_seed(sampling_seed), should_stop=lambda: stop.requested,
         action_mode=cfg.rollout.action_mode, score_norm=cfg.rollout.score_norm,
-        list_actions=cfg.rollout.list_actions,
+        list_actions=cfg.rollout.list_actions, ctx=ctx,  # ranks agree at every turn boundary
     )
     rollout, own = distributed.gather_rollout(rollout, offset, ctx)  # the estimator sees the whole batch
     rollout_s = time.perf_counter() - began
@@ -200,7 +199,7 @@ def _iteration(cfg: ExperimentConfig, iteration: int, policy: Any, pool: Any, es
     metrics: dict[str, float] = rollout.metrics("train", pool.environment_info.task_types)
     metrics["train/step_rows"] = float(len(rollout.rows))
     metrics.update(estimate.diagnostics)
-    metrics.update(updater.update(samples[own]))  # this rank's rows; gradients summed over ranks
+    metrics.update(updater.update(samples, own))  # this rank's rows of each mini-batch; gradients summed
     metrics.update({
         "timing/rollout_s": rollout_s,
         "timing/generate_s": rollout.generate_s,
@@ -210,6 +209,31 @@ def _iteration(cfg: ExperimentConfig, iteration: int, policy: Any, pool: Any, es
         "perf/generate_tokens_per_s": rollout.generated_tokens / max(rollout.generate_s, 1e-9),
     })
     return metrics
+
+
+def _after_update(cfg: ExperimentConfig, run_dir: Path, iteration: int, engine: Any, pool: Any, split: str,
+                  metrics: dict[str, float], ctx: distributed.Dist) -> tuple[dict[str, Any] | None, Exception | None]:
+    """Step 7 after the update: the engine takes the new weights, then the scheduled evaluation (its
+    record written, its metrics added to ``metrics``). Returns (the evaluation, None) or (None, the
+    failure that stops the run: the update is kept, the evaluation lost). The ranks agree whether any
+    engine failed, so every rank returns a failure or none (``StoppedElsewhere`` where another failed)."""
+    failure: Exception | None = None
+    try:
+        engine.sync()  # the next generation uses the updated weights
+    except EngineError as exc:
+        failure = exc
+    if distributed.agree_stop(failure is not None, ctx):  # no rank evaluates with a broken engine
+        return None, failure or distributed.StoppedElsewhere("another training process's engine failed")
+    if not (cfg.train.eval_every and iteration % cfg.train.eval_every == 0 and cfg.train.eval_episodes):
+        return None, None
+    try:
+        evaluation = evaluate_policy(cfg, engine, pool, split, ctx)
+    except (EngineError, distributed.StoppedElsewhere) as exc:  # raised on every rank alike
+        return None, exc
+    write_eval_record(run_dir, iteration, evaluation)
+    metrics.update(summary_metrics(evaluation, "eval"))
+    metrics["timing/eval_s"] = evaluation["seconds"]
+    return evaluation, None
 
 
 def _restore(run_dir: Path, policy: Any, updater: Any) -> int:
@@ -229,17 +253,17 @@ def _keep_previous(run_dir: Path, iteration: int, policy: Any, updater: Any,
 
 
 def _final_evaluation(cfg: ExperimentConfig, run_dir: Path, engine: Any, pool: Any, split: str,
-                      evaluation: dict[str, Any] | None) -> None:
+                      evaluation: dict[str, Any] | None, ctx: distributed.Dist) -> None:
     """``eval.json``: the last iteration's evaluation, run now unless the loop's schedule just ran it;
     closes the engine. An engine failing here is ``EngineCrashed`` with the trained policy saved
     (``--resume`` runs only this evaluation again)."""
     try:
         if cfg.train.eval_episodes and evaluation is None:
             with Heartbeat("final evaluation"):
-                evaluation = evaluate_policy(cfg, engine, pool, split)
+                evaluation = evaluate_policy(cfg, engine, pool, split, ctx)
             write_eval_record(run_dir, cfg.train.iterations, evaluation)
-    except EngineError as exc:
-        raise EngineCrashed(run_dir, latest_checkpoint(run_dir), exc) from None
+    except (EngineError, distributed.StoppedElsewhere) as exc:
+        raise stopped_by(exc, run_dir, latest_checkpoint(run_dir)) from None
     finally:
         engine.close()
     if cfg.train.eval_episodes:

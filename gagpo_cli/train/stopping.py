@@ -19,8 +19,8 @@ from gagpo_cli.train.acting.engines.base import EngineError
 class TrainingInterrupted(Exception):
     """Ctrl-C stopped the run after saving ``checkpoint`` (resume with ``--resume``)."""
 
-    def __init__(self, run_dir: Path, checkpoint: Path) -> None:
-        super().__init__(f"interrupted; saved {checkpoint}; continue with --resume")
+    def __init__(self, run_dir: Path, checkpoint: Path, reason: str = "interrupted") -> None:
+        super().__init__(f"{reason}; saved {checkpoint}; continue with --resume")
         self.run_dir = run_dir
         self.checkpoint = checkpoint
 
@@ -64,9 +64,10 @@ def stop_on_sigint() -> Iterator[StopFlag]:
         signal.signal(signal.SIGINT, previous)
 
 
-def stopped_by(cause: Exception, run_dir: Path, checkpoint: Path) -> TrainingInterrupted:
-    """What stops the run when ``cause`` ended an iteration before its update (``checkpoint``: the state
-    before it): ``EngineCrashed`` for an engine failure, ``TrainingInterrupted`` for Ctrl-C."""
+def stopped_by(cause: Exception | None, run_dir: Path, checkpoint: Path) -> TrainingInterrupted:
+    """What stops the run, ``checkpoint`` saved: ``EngineCrashed`` for this process's engine failure,
+    ``TrainingInterrupted`` for Ctrl-C (``cause`` None or a plain interruption) or for a stop that
+    another training process's failure decided (its message says so)."""
     if isinstance(cause, EngineError):
         return EngineCrashed(run_dir, checkpoint, cause)
-    return TrainingInterrupted(run_dir, checkpoint)
+    return TrainingInterrupted(run_dir, checkpoint, (str(cause) if cause else "") or "interrupted")

@@ -30,7 +30,9 @@ from gagpo_cli.agents import SlotView
 from gagpo_cli.console import progress_bar
 from gagpo_cli.episodes import EpisodeRecord, record_of, summarize
 from gagpo_cli.train.acting.decision import Decision, Generated, Ranked
+from gagpo_cli.train.acting.engines.base import EngineError
 from gagpo_cli.train.acting.modes import Acting, get_action_mode
+from gagpo_cli.train.distributed import Dist, agree_any
 
 
 class TaskSpec(NamedTuple):
@@ -144,6 +146,7 @@ def collect(
     score_norm: str = "token",
     list_actions: bool = True,
     reward: str = "success",
+    ctx: Dist | None = None,
 ) -> Rollout:
     """Run one episode per entry of ``tasks`` to its end or to ``max_steps`` steps; record every step.
 
@@ -151,6 +154,10 @@ def collect(
     ``chat_prompt`` and ``generate``), ``pool`` an ``EnvPool`` whose slot ``i`` runs ``tasks[i]`` (the
     trajectory id of its rows is ``i``; its environment's name picks the prompt template).
     ``should_stop`` is polled between turns; when it returns True, ``RolloutInterrupted`` is raised.
+    Under torchrun (``ctx``) the ranks agree at every turn boundary, in one collective: turns go on
+    while ANY rank has live episodes (a rank whose episodes all ended keeps taking part), any rank's
+    stop is every rank's, and an ``EngineError`` on one rank stops them all: that rank raises it, the
+    others raise ``RolloutInterrupted`` (a rank never leaves the others waiting in a collective).
     ``action_mode`` names the mode that acts (``modes.ACTION_MODES``; ``score``: the policy ranks the
     admissible actions, and a step with none is an invalid step, penalised and counted as malformed).
     """
@@ -164,15 +171,31 @@ def collect(
     views = [SlotView.start(i, r) for i, r in enumerate(resets)]
     out.env_s += time.perf_counter() - started
     live = list(range(len(tasks)))
+    ctx = ctx or Dist()
+    failure: EngineError | None = None
 
     with progress_bar("rollout: turns", total=max_steps) as advance:
-        for step_index in range(max_steps):
-            if not live:
+        for step_index in range(max_steps + 1):
+            # The turn boundary, agreed by every rank: anyone still playing, anyone asked to stop, anyone failed.
+            busy, stop, failed = agree_any([bool(live) and step_index < max_steps,
+                                            should_stop is not None and should_stop(), failure is not None], ctx)
+            if failed:
+                raise failure or RolloutInterrupted("another training process's rollout engine failed")
+            if not busy:
                 break
-            if should_stop is not None and should_stop():
+            if stop:
                 raise RolloutInterrupted
+            if not live:
+                # FSDP lock-step hook: under model.parallel=fsdp a rank without live episodes must still
+                # run the engine's forwards of this turn (generate/score with no prompts, idle passes).
+                advance()
+                continue
             started = time.perf_counter()
-            decisions = mode.decide(policy, env_name, [views[i] for i in live], acting, generator)
+            try:
+                decisions = mode.decide(policy, env_name, [views[i] for i in live], acting, generator)
+            except EngineError as exc:  # reported at the next turn boundary, where every rank stops
+                failure, live = exc, []
+                continue
             out.generate_s += time.perf_counter() - started
             started = time.perf_counter()
             results = pool.step({i: d.sent for i, d in zip(live, decisions, strict=True)})

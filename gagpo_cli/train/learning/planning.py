@@ -2,11 +2,13 @@
 
 The rows are dealt round-robin into ``optim.mini_batches`` mini-batches, one optimizer step each; each
 mini-batch is cut into micro-batches that fit ``optim.token_budget`` once padded to their longest row.
+Rows are dealt by their index in the whole batch, so every process of a torchrun job deals the same
+mini-batches and computes its own rows of each.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import TypeVar
 
 from gagpo_cli.config import OptimConfig
@@ -39,16 +41,20 @@ def split_mini_batches(rows: list[int], mini_batches: int) -> list[list[int]]:
 
 
 def plan_steps(rows: list[int], mini_batches: int, plan: Callable[[list[int]], list[list[int]]],
-               denominators: Callable[[list[int]], D | None]
+               denominators: Callable[[list[int]], D | None], own: Container[int] | None = None
                ) -> tuple[list[list[int]], list[tuple[list[int], D]]]:
-    """The optimizer steps of one epoch: ``rows`` dealt into ``mini_batches`` mini-batches
-    (``split_mini_batches``); each is planned into micro-batches by ``plan`` (rows -> groups of the rows
-    to compute, possibly none) and gets the loss ``denominators`` it returns for all its rows (None: no
-    step for it; called for every mini-batch, so it may be a collective). Returns (every micro-batch,
-    per step: (its micro-batches' indices in that list, its denominators))."""
+    """The optimizer steps of one epoch: ``rows`` (indices in the whole batch) dealt into ``mini_batches``
+    mini-batches (``split_mini_batches``), of which this process keeps the rows in ``own`` (None: all;
+    under torchrun each rank its own rows, so the mini-batches are the one-process ones); each is
+    planned into micro-batches by ``plan`` (rows -> groups of the rows to compute, possibly none) and
+    gets the loss ``denominators`` it returns for all its rows (None: no step for it; called for every
+    mini-batch, so it may be a collective that sums the ranks' shares). Returns (every micro-batch, per
+    step: (its micro-batches' indices in that list, its denominators))."""
     micro: list[list[int]] = []
     steps: list[tuple[list[int], D]] = []
     for mini in split_mini_batches(rows, mini_batches):
+        if own is not None:
+            mini = [i for i in mini if i in own]
         denom = denominators(mini)
         if denom is None:
             continue

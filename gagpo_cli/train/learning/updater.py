@@ -3,7 +3,8 @@ optimizer steps per epoch (docs/algorithms.md#gagpo policy side, docs/algorithms
 
 Order of work in ``PolicyUpdater.update``:
 1. The rows that take part (the mode's ``_takes_part``) are dealt round-robin into ``mini_batches``
-   mini-batches (``planning.split_mini_batches``; one by default: the whole batch, one step). Each
+   mini-batches (``planning.split_mini_batches``; one by default: the whole batch, one step), by their
+   index in the whole batch (under torchrun each rank then keeps its own rows of each). Each
    mini-batch is planned into micro-batches by the mode's cost of a row (``_cost``): rows sorted by
    cost, longest first, each micro-batch holding as many rows as fit ``token_budget`` once padded to
    its longest row. The loss divides by the whole mini-batch's counts, summed over ranks.
@@ -169,14 +170,20 @@ class PolicyUpdater:
 
     # ------------------------------------------------------------------------------ the update
 
-    def update(self, samples: list[Any]) -> dict[str, float]:
+    def update(self, samples: list[Any], own: slice | None = None) -> dict[str, float]:
         """One update on a batch of step rows: ``mini_batches`` optimizer steps per epoch; metrics are
-        values averaged over those steps (the same keys in every action mode)."""
+        values averaged over those steps (the same keys in every action mode).
+
+        Under torchrun ``samples`` is the WHOLE batch, the same list on every rank, and ``own`` the rows
+        this rank computes (None: all). The rows are dealt into mini-batches by their index in the whole
+        batch and each rank computes its own rows of each mini-batch, so N processes make the
+        one-process update with any ``optim.mini_batches``."""
         start = time.perf_counter()
         if self.critic is not None and any(s.value_target is None for s in samples):
             raise ValueError("this estimator needs a critic: every update sample needs a value_target")
+        mine = range(len(samples))[own if own is not None else slice(None)]
         rows = [i for i, s in enumerate(samples) if self._takes_part(s)]
-        work = self._plan(samples, rows) if rows or self.dist.enabled else None
+        work = self._plan(samples, rows, mine) if rows or self.dist.enabled else None
         if work is None:  # no rank has a row to train on
             return {"timing/update_s": time.perf_counter() - start, "actor/update_rows": 0.0}
         self._no_grad_passes(samples, work)  # steps 2-3
@@ -187,8 +194,9 @@ class PolicyUpdater:
         sums.update(probs_diff_metrics(diffs, self.dist))
         return {**sums, **self._perf_metrics(samples, work, time.perf_counter() - start)}
 
-    def _plan(self, samples: list[Any], rows: list[int]) -> UpdatePlan | None:
-        """Step 1; None when no rank has a row (``global_counts`` is a collective: every rank plans)."""
+    def _plan(self, samples: list[Any], rows: list[int], mine: range) -> UpdatePlan | None:
+        """Step 1 on this rank's rows (``mine``) of each mini-batch of ``rows``; None when no rank has a
+        row (``global_counts`` is a collective: every rank plans)."""
         skip = skips_zero_advantage(self.cfg, self.critic is not None)
 
         def computed(mini: list[int]) -> list[int]:  # the rows a gradient pass reads
@@ -208,7 +216,7 @@ class PolicyUpdater:
             return (Denominators(actions=int(counts[0]), tokens=int(counts[1])),
                     Denominators(actions=int(counts[2]), tokens=int(counts[3]))) if counts[0] else None
 
-        groups, steps = plan_steps(rows, self.cfg.mini_batches, micro_batches, global_counts)
+        groups, steps = plan_steps(rows, self.cfg.mini_batches, micro_batches, global_counts, own=mine)
         if not steps:
             return None
         device = self.policy.device
