@@ -1,7 +1,8 @@
 """The ``bow-mlp`` scorer computed the straightforward way, as a reference for the factored one in
 ``gagpo_cli/train/policies/bow_mlp.py``: every input featurised on its own, every candidate with its own
-bags of all its features, one MLP row per candidate on the concatenation [e_s, e_a, e_s * e_a]. Same hashing, same parameters (it reads the
-policy's ``BowMLP``), so its scores must equal the policy's up to float rounding. Also the naive
+bags of all its features, one MLP row per candidate on the concatenation [e_s, e_a, e_s * e_a]. Same
+hashing, same parameters (it reads the policy's ``BowMLP``), so its scores must equal the policy's up
+to float rounding. Also the naive
 baseline of ``benchmarks/lab.py``."""
 
 from __future__ import annotations

@@ -85,7 +85,8 @@ def test_goal_phrasings_cover_every_template() -> None:
                 seen[game.task_type].add(i)
     assert all(found == {0, 1} for found in seen.values()), seen
     look = generator.generate("train", find_game("train", "look"))
-    assert look.goal in (f"look at {look.target_obj} under the desklamp", f"examine the {look.target_obj} with the desklamp")
+    assert look.goal in (f"look at {look.target_obj} under the desklamp",
+                         f"examine the {look.target_obj} with the desklamp")
 
 
 def test_every_command_kind_and_its_feedback() -> None:
@@ -140,7 +141,8 @@ def test_clean_and_lamp_feedback() -> None:
     clean.act(f"take {g.objects[obj]} from {rname}")
     sink = next(n for n, t in zip(g.receptacles, g.receptacle_types, strict=True) if t == "sinkbasin")
     clean.act(f"go to {sink}")
-    assert clean.act(f"clean {g.objects[obj]} with {sink}") == (f"You clean the {g.objects[obj]} using the {sink}.", True)
+    assert clean.act(f"clean {g.objects[obj]} with {sink}") == (
+        f"You clean the {g.objects[obj]} using the {sink}.", True)
     assert clean.act(f"examine {g.objects[obj]}") == (f"This is a clean {g.objects[obj]}.", True)
 
     look = World(generator.generate("train", find_game("train", "look")))
@@ -185,7 +187,8 @@ def test_same_task_same_observations_and_state_keys(env) -> None:
 
 
 def test_same_state_by_two_paths_has_same_state_key(env) -> None:
-    task_id = find_game("valid_seen", "pick", lambda g: g.receptacles[0] == "cabinet 1" and "countertop 1" in g.receptacles)
+    task_id = find_game("valid_seen", "pick",
+                        lambda g: g.receptacles[0] == "cabinet 1" and "countertop 1" in g.receptacles)
     a, b = env.new_episode(), env.new_episode()
     a.reset("valid_seen", task_id)
     b.reset("valid_seen", task_id)

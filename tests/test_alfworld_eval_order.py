@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 for _module in ("alfworld", "textworld", "fast_downward"):
-    pytest.importorskip(_module, reason="the textworld backend needs the 'alfworld' extra: pip install 'gagpo[alfworld]'")
+    pytest.importorskip(
+        _module, reason="the textworld backend needs the 'alfworld' extra: pip install 'gagpo[alfworld]'"
+    )
 
 from environments.alfworld import ALFWorldEnvironment, catalog, generator, pddl_export  # noqa: E402
 from environments.alfworld.textworld_backend import alfworld_paths  # noqa: E402

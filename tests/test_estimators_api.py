@@ -1,4 +1,5 @@
-"""Public API (docs/algorithms.md#public-api): registry, declared loss settings, options, StepBatch validation and errors."""
+"""Public API (docs/algorithms.md#public-api): registry, declared loss settings, options, StepBatch
+validation and errors."""
 
 from __future__ import annotations
 
@@ -83,7 +84,8 @@ def test_bad_options(name, options, message):
 
 
 def test_shared_options_configure_any_estimator():
-    # docs/algorithms.md#public-api: gamma, lam and eps are shared names; an estimator that does not use one ignores it, warning.
+    # docs/algorithms.md#public-api: gamma, lam and eps are shared names; an estimator that does not use
+    # one ignores it, warning.
     with pytest.warns(UserWarning, match="'grpo' does not use option 'gamma'; ignored"):
         grpo = get_estimator("grpo", gamma=0.9, lam=0.8, eps=1e-3)
     assert grpo.options == {"eps": 1e-3, "stats": "steps", "penalty": "reward"}

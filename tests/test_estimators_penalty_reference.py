@@ -1,12 +1,14 @@
-"""Property-based tests of ``penalty="verl"`` (docs/algorithms.md#rewards-and-penalties) for every estimator, against a slow literal reference.
+"""Property-based tests of ``penalty="verl"`` (docs/algorithms.md#rewards-and-penalties) for every
+estimator, against a slow literal reference.
 
-The reference walks rows with plain Python lists and dicts, as docs/algorithms.md#rewards-and-penalties's text reads: returns and scores
-from the environment rewards ``r`` alone, then each row's own ``R_t`` and own score minus its own
+The reference walks rows with plain Python lists and dicts, as docs/algorithms.md#rewards-and-penalties's
+text reads: returns and scores from the environment rewards ``r`` alone, then each row's own ``R_t``
+and own score minus its own
 penalty ``p``; GAGPO's TD residual uses ``r - p``; ppo lowers the row's own advantage and target.
 It shares no code with the ``estimators`` package (only the list helpers of
 tests/test_estimators_reference.py). (The ``reward`` rule is checked bit for bit against
-the penalty folded into the rewards in tests/test_penalty.py, and that against the docs/algorithms.md#gagpo to #baselines reference in
-tests/test_estimators_reference.py.)
+the penalty folded into the rewards in tests/test_penalty.py, and that against the
+docs/algorithms.md#gagpo to #baselines reference in tests/test_estimators_reference.py.)
 """
 
 from __future__ import annotations

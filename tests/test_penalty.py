@@ -1,4 +1,5 @@
-"""The estimator option ``penalty`` and ``StepBatch.penalties`` (docs/algorithms.md#rewards-and-penalties), on a hand-worked batch.
+"""The estimator option ``penalty`` and ``StepBatch.penalties`` (docs/algorithms.md#rewards-and-penalties),
+on a hand-worked batch.
 
 One rollout group, gamma = 0.5 (easy arithmetic), environment rewards r and penalties p:
 
@@ -139,8 +140,8 @@ def test_grpo_and_rloo_verl_hand_worked():
 
 
 def test_grpo_trajectory_verl_zero_spread_gives_zero():
-    # both trajectories score 0 in the environment: zero spread -> 0 even on the penalised rows (docs/algorithms.md#baselines edge rule;
-    # -0.1 / eps would be -1e5)
+    # both trajectories score 0 in the environment: zero spread -> 0 even on the penalised rows
+    # (docs/algorithms.md#baselines edge rule; -0.1 / eps would be -1e5)
     traj, step, _, penalty, state = (list(c) for c in zip(*ROWS, strict=True))
     b = StepBatch(group_ids=[7] * 5, traj_ids=traj, step_index=step, rewards=[0.0] * 5,
                   terminated=[False] * 5, state_keys=state, penalties=penalty)
@@ -215,13 +216,14 @@ def test_penalties_are_validated_and_default_to_zero():
 
 def test_bad_penalty_value_lists_the_valid_ones():
     for name in ("gagpo", "gigpo", "grpo", "rloo", "ppo", "gagpo-mc"):
-        with pytest.raises(ValueError, match=f"penalty='verl_agent' of estimator '{name}' must be one of: reward, verl"):
+        with pytest.raises(ValueError,
+                           match=f"penalty='verl_agent' of estimator '{name}' must be one of: reward, verl"):
             get_estimator(name, penalty="verl_agent")
 
 
 def test_an_estimator_without_the_penalty_option_sees_penalties_in_rewards():
-    # a third-party estimator written against docs/algorithms.md#step-batch (rewards include the penalty) that never heard of
-    # StepBatch.penalties: the base class hands it rewards - penalties
+    # a third-party estimator written against docs/algorithms.md#step-batch (rewards include the penalty)
+    # that never heard of StepBatch.penalties: the base class hands it rewards - penalties
     from estimators import Estimator, EstimatorOutput
 
     class RawRewards(Estimator):

@@ -72,7 +72,8 @@ def test_paper_rows_are_separate_and_marked(table_runs, tmp_path):
     assert gigpo["ALFWorld All mean"] == 86.7 and gigpo["ALFWorld All std"] == 1.7
     assert "2505.10978" in gigpo["source"]
     assert set(published["model"]) == {"Qwen2.5-1.5B-Instruct", "Qwen2.5-7B-Instruct"}
-    assert table_row(frame, "GAGPO")["kind"] == "measured" and table_row(frame, "GAGPO", "published")["ALFWorld All mean"] == 93.5
+    assert (table_row(frame, "GAGPO")["kind"] == "measured"
+            and table_row(frame, "GAGPO", "published")["ALFWorld All mean"] == 93.5)
     markdown = (tmp_path / "out" / "table1.md").read_text()
     assert "### Qwen2.5-1.5B-Instruct (published)" in markdown
     measured_block = markdown.split("### Qwen2.5-1.5B-Instruct (published)")[0]

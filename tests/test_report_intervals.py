@@ -124,7 +124,8 @@ def test_area_under_the_evaluation_curve_leaves_out_iteration_0(tmp_path):
     assert table_row(frame, "GAGPO")["WebShop Score mean"] == pytest.approx(47.5)
     assert "area under the evaluation curve" in (tmp_path / "out" / "table1_auc.md").read_text()
     figures = {p.name for p in (tmp_path / "out" / "figures").glob("*.png")}
-    assert {"table1_intervals.png", "table1_auc_intervals.png", "webshop_Qwen2.5-1.5B-Instruct_eval_curve_success_rate.png"} <= figures
+    assert {"table1_intervals.png", "table1_auc_intervals.png",
+            "webshop_Qwen2.5-1.5B-Instruct_eval_curve_success_rate.png"} <= figures
 
 
 def test_peer_methods_have_labels_after_the_existing_rows():

@@ -36,8 +36,9 @@ def test_corridor_rollout_rows_groups_and_budget(policy):
         assert row.group_id == tasks[row.traj_id].group_id
         assert row.acted.prompt_ids and row.acted.response_ids
         assert len(row.acted.rollout_logprobs) == len(row.acted.response_ids)  # as sampled, for rollout_probs_diff
-        # random model: no tags -> malformed, an invalid no-op for the corridor, and the docs/algorithms.md#rewards-and-penalties penalty,
-        # kept apart from the environment reward (the estimator's `penalty` option decides where it enters)
+        # random model: no tags -> malformed, an invalid no-op for the corridor, and the
+        # docs/algorithms.md#rewards-and-penalties penalty, kept apart from the environment reward (the
+        # estimator's `penalty` option decides where it enters)
         assert row.malformed and not row.valid and row.reward == 0.0 and row.penalty == pytest.approx(0.1)
     for traj, rows in by_traj.items():
         assert [r.step_index for r in rows] == list(range(len(rows)))

@@ -223,7 +223,8 @@ def test_an_empty_admissible_set_is_an_invalid_penalised_step():
     # penalised like a malformed output (a penalty field of its own, or folded into the reward)
     assert all(r.reward - getattr(r, "penalty", 0.0) == pytest.approx(-0.1) for r in first)
     later = [r for r in out.rows if r.step_index > 0]
-    assert later and all(r.acted.score_input is not None and r.acted.score_input.candidates == ("win", "wait") for r in later)
+    assert later and all(r.acted.score_input is not None and r.acted.score_input.candidates == ("win", "wait")
+                         for r in later)
     assert out.metrics("train")["train/malformed_ratio"] > 0
 
 

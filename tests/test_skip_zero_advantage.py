@@ -119,7 +119,8 @@ def test_a_step_whose_rows_are_all_skipped_is_still_a_step():
     cfg = dataclasses.replace(BARE, lr=0.1, weight_decay=0.1, mini_batches=1)
     results = []
     for skip in (True, False):
-        updater = ScoreUpdater(perturbed_bow_mlp(), get_estimator("grpo"), dataclasses.replace(cfg, skip_zero_advantage=skip))
+        updater = ScoreUpdater(perturbed_bow_mlp(), get_estimator("grpo"),
+                               dataclasses.replace(cfg, skip_zero_advantage=skip))
         samples = _score_samples(np.zeros(GROUPS * K * T), None)
         updater.update(_score_samples(np.linspace(-1.0, 1.0, GROUPS * K * T), None))  # moments away from 0
         metrics = updater.update(samples)

@@ -222,7 +222,8 @@ def test_the_update_reports_the_gap_to_the_rollouts_probabilities(temperature):
     log-probs (fp32, same weights) the gap is ~0; halving the recorded probabilities shows exactly."""
     policy = tiny_policy()
     prompts = [policy.chat_prompt(t) for t in ("You arrive at countertop 1.", "click[buy now]", "Hi there")]
-    gens = policy.generate(prompts, temperature=temperature, max_new_tokens=6, generator=torch.Generator().manual_seed(1))
+    gens = policy.generate(prompts, temperature=temperature, max_new_tokens=6,
+                           generator=torch.Generator().manual_seed(1))
 
     def samples(shift: float) -> list[GenerateSample]:
         return [GenerateSample(g.prompt_ids, g.response_ids, advantage=1.0 - i,

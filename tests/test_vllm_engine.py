@@ -149,7 +149,8 @@ def test_sampled_log_probs_match_the_trainers(model_dir):
             for i, g in enumerate(gens):
                 assert g.logprobs is not None and 0 < len(g.logprobs) <= len(g.response_ids)
                 expected = out.logprobs[i, : len(g.logprobs)]
-                assert torch.allclose(torch.tensor(g.logprobs), expected, atol=2e-3), (temperature, g.logprobs, expected)
+                assert torch.allclose(torch.tensor(g.logprobs), expected, atol=2e-3), (
+                    temperature, g.logprobs, expected)
         assert all(g.logprobs is None for g in engine.generate(prompts, temperature=0.0, max_new_tokens=4))
     finally:
         engine.close()

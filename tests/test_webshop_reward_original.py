@@ -1,7 +1,8 @@
 """WebShop reward: each way the original ``get_reward`` differs from ``reward=fixed``, and reference values.
 
-One test per difference between ``reward=original`` and ``reward=fixed`` (the README lists them), the noun filter, thefuzz 0.19's scoring,
-the environment option, and rewards computed by the original code itself.
+One test per difference between ``reward=original`` and ``reward=fixed`` (the README lists them), the
+noun filter, thefuzz 0.19's scoring, the environment option, and rewards computed by the original code
+itself.
 """
 
 from __future__ import annotations
