@@ -3,6 +3,9 @@ policy in score mode on the corridor, so that episodes end at different turns on
 
 - a Ctrl-C (SIGINT) that reaches ONE rank in the middle of a rollout stops both ranks cleanly, both
   keeping the same iteration, and ``--resume`` then continues exactly as an uninterrupted run;
+- a rollout engine failing on ONE rank (mid-rollout, or while taking the new weights) stops both
+  ranks at the same point, both saving the same iteration: that rank reports its error
+  (``EngineCrashed``), the other stops cleanly (``TrainingInterrupted`` naming the cause);
 - a resume where the ranks' newest checkpoints differ is refused with one line on every rank.
 
 One spawn runs every phase (each phase in its own output folder) to pay the start-up once.
@@ -54,14 +57,41 @@ def _ctrl_c_in_rollout(pool, iteration: int) -> None:
     pool.reset, pool.step = counting_reset, step_then_interrupt
 
 
+def _engine_fails_in(pool, iteration: int, where: str) -> None:
+    """The score-mode engine of this process fails (``EngineError``, as a crashed GPU engine) at its first
+    scoring call in the rollout of ``iteration`` (``where="rollout"``) or when it takes the weights of
+    ``iteration``'s update (``where="sync"``). Only the rollout calls it on rank 1 (rank 0 evaluates)."""
+    from gagpo_cli.train.acting.engines import EngineError
+    from gagpo_cli.train.acting.score_rollout import ScoringEngine
+
+    reset = pool.reset
+    resets = [0]
+
+    def counting_reset(specs):
+        resets[0] += 1
+        return reset(specs)
+
+    def fail_at(method):
+        def call(self, *args, **kwargs):
+            if resets[0] == iteration:
+                raise EngineError(f"the scoring engine of rank 1 failed in the {where} of iteration {iteration}")
+            return method(self, *args, **kwargs)
+        return call
+
+    pool.reset = counting_reset
+    name = "score_actions" if where == "rollout" else "sync"
+    setattr(ScoringEngine, name, fail_at(getattr(ScoringEngine, name)))
+
+
 def _phase(name: str, out_dir: Path, extra: list[str], *, resume: bool = False,
-           interrupt_rank_1_at: int | None = None) -> dict:
+           interrupt_rank_1_at: int | None = None, engine_fails: str | None = None) -> dict:
     """One ``train`` call on this rank: what ended it (None: it finished) and the checkpoint it names."""
     from envs.corridor import CorridorEnvironment
 
     from environments.pool import EnvPool
     from gagpo_cli.config import load_config
     from gagpo_cli.errors import UsageError
+    from gagpo_cli.train.acting.score_rollout import ScoringEngine
     from gagpo_cli.train.recipe import train
     from gagpo_cli.train.stopping import TrainingInterrupted
 
@@ -69,12 +99,18 @@ def _phase(name: str, out_dir: Path, extra: list[str], *, resume: bool = False,
     with EnvPool.from_environment(CorridorEnvironment()) as pool:
         if interrupt_rank_1_at is not None and dist.get_rank() == 1:
             _ctrl_c_in_rollout(pool, interrupt_rank_1_at)
+        undo = {method: getattr(ScoringEngine, method) for method in ("score_actions", "sync")}
+        if engine_fails is not None and dist.get_rank() == 1:
+            _engine_fails_in(pool, 2, engine_fails)
         try:
             train(cfg, env_pool=pool, resume=resume)
         except TrainingInterrupted as exc:
             return {"ended": type(exc).__name__, "message": str(exc), "checkpoint": exc.checkpoint.name}
         except UsageError as exc:
             return {"ended": "UsageError", "message": str(exc)}
+        finally:
+            for method, original in undo.items():  # the engine works again in the next phase
+                setattr(ScoringEngine, method, original)
     return {"ended": None}
 
 
@@ -94,6 +130,8 @@ def _worker(rank: int, port: int, out: str) -> None:
             shutil.rmtree(out_dir / "straight" / RUN / "ranks" / "rank1" / "checkpoints" / "iter_000003")
         dist.barrier()
         results["differing"] = _phase("straight", out_dir, ["train.iterations=4"], resume=True)
+        results["engine_rollout"] = _phase("engine_rollout", out_dir, [], engine_fails="rollout")
+        results["engine_sync"] = _phase("engine_sync", out_dir, [], engine_fails="sync")
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
@@ -131,3 +169,12 @@ def test_ctrl_c_on_one_rank_stops_both_and_resume_continues_identically(tmp_path
     assert [d["ended"] for d in refused] == ["UsageError", "UsageError"]
     assert refused[0]["message"] == refused[1]["message"] == (
         "the training processes disagree on the iteration to resume from (rank 0: 3, rank 1: 2)")
+
+    # rank 1's engine fails mid-rollout of iteration 2: both keep iteration 1; in the weight sync after
+    # iteration 2's update: both keep iteration 2 (the update is saved)
+    for phase, kept in (("engine_rollout", "iter_000001"), ("engine_sync", "iter_000002")):
+        ended = [r[phase] for r in results]
+        assert [e["ended"] for e in ended] == ["TrainingInterrupted", "EngineCrashed"], ended
+        assert [e["checkpoint"] for e in ended] == [kept, kept]
+        assert ended[1]["message"].startswith(f"the scoring engine of rank 1 failed in the {phase[7:]}")
+        assert ended[0]["message"].startswith("another training process's")
