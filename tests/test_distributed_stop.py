@@ -6,7 +6,8 @@ policy in score mode on the corridor, so that episodes end at different turns on
 - a rollout engine failing on ONE rank (mid-rollout, or while taking the new weights) stops both
   ranks at the same point, both saving the same iteration: that rank reports its error
   (``EngineCrashed``), the other stops cleanly (``TrainingInterrupted`` naming the cause);
-- a resume where the ranks' newest checkpoints differ is refused with one line on every rank.
+- a resume where the ranks' newest checkpoints differ, or where one rank has nothing to resume, is
+  refused with one line on every rank.
 
 One spawn runs every phase (each phase in its own output folder) to pay the start-up once.
 """
@@ -132,6 +133,11 @@ def _worker(rank: int, port: int, out: str) -> None:
         results["differing"] = _phase("straight", out_dir, ["train.iterations=4"], resume=True)
         results["engine_rollout"] = _phase("engine_rollout", out_dir, [], engine_fails="rollout")
         results["engine_sync"] = _phase("engine_sync", out_dir, [], engine_fails="sync")
+        dist.barrier()
+        if rank == 1:  # rank 1's folder is gone: nothing to resume there
+            shutil.rmtree(out_dir / "engine_sync" / RUN / "ranks" / "rank1")
+        dist.barrier()
+        results["missing"] = _phase("engine_sync", out_dir, [], resume=True)
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
@@ -169,6 +175,12 @@ def test_ctrl_c_on_one_rank_stops_both_and_resume_continues_identically(tmp_path
     assert [d["ended"] for d in refused] == ["UsageError", "UsageError"]
     assert refused[0]["message"] == refused[1]["message"] == (
         "the training processes disagree on the iteration to resume from (rank 0: 3, rank 1: 2)")
+
+    # one rank cannot resume at all: it says why, the other names it
+    missing = [r["missing"] for r in results]
+    assert [m["ended"] for m in missing] == ["UsageError", "UsageError"]
+    assert missing[1]["message"].startswith("--resume: ") and "holds no run to continue" in missing[1]["message"]
+    assert missing[0]["message"] == f"training process 1: {missing[1]['message']}"
 
     # rank 1's engine fails mid-rollout of iteration 2: both keep iteration 1; in the weight sync after
     # iteration 2's update: both keep iteration 2 (the update is saved)

@@ -178,6 +178,17 @@ def agree_same(value: Any, what: str, ctx: Dist) -> Any:
     return value
 
 
+def fail_together(problem: UsageError | None, ctx: Dist) -> None:
+    """Raise on every rank when any rank has a ``problem`` (one collective): a rank raises its own, the
+    others a ``UsageError`` naming the rank and its problem, so that no rank waits for one that left."""
+    problems = gather(str(problem) if problem is not None else None, ctx)
+    if problem is not None:
+        raise problem
+    for rank, message in enumerate(problems):
+        if message is not None:
+            raise UsageError(f"training process {rank}: {message}")
+
+
 def barrier(ctx: Dist) -> None:
     if ctx.enabled:
         dist.barrier()

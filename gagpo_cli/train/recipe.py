@@ -39,7 +39,7 @@ from gagpo_cli.config import ExperimentConfig
 from gagpo_cli.config_checks import check_settings
 from gagpo_cli.console import Heartbeat
 from gagpo_cli.episodes import choose_split
-from gagpo_cli.errors import user_input
+from gagpo_cli.errors import UsageError, user_input
 from gagpo_cli.estimate import RunProgress, announce_estimate
 from gagpo_cli.models import check_model_source
 from gagpo_cli.threads import apply_threads
@@ -99,7 +99,12 @@ def train(cfg: ExperimentConfig, *, resume: bool = False, policy: Any = None, en
         cfg = distributed.rank_config(cfg, run_name(cfg), ctx)
     planned = Path(cfg.logging.output_dir) / run_name(cfg)
     with removed_on_failure(planned):
-        run_dir, resume = prepare_run_dir(cfg, resume)
+        problem = None
+        try:
+            run_dir, resume = prepare_run_dir(cfg, resume)
+        except UsageError as exc:  # e.g. one rank's folder holds no run to resume: every rank refuses
+            problem = exc
+        distributed.fail_together(problem, ctx)
         print(f"{'resuming' if resume else 'training'} {cfg.estimator.name} on {cfg.env.name} "
               f"with {cfg.model.name} "
               f"for {cfg.train.iterations} iterations (seed {cfg.train.seed}) in {run_dir}", flush=True)
