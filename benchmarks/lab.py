@@ -64,9 +64,10 @@ class Variant:
 
     def __init__(self, name: str, policy, cfg, estimator) -> None:
         from gagpo_cli.train import recipe
+        from gagpo_cli.train.distributed import Dist
         from gagpo_cli.train.learning.score_update import ScoreUpdater
 
-        self.recipe = recipe
+        self.recipe, self.dist = recipe, Dist()  # one process
         self.name, self.policy, self.cfg, self.estimator = name, policy, cfg, estimator
         self.updater = ScoreUpdater(policy, estimator, cfg.optim, temperature=cfg.rollout.temperature,
                                     norm=cfg.rollout.score_norm)
@@ -77,7 +78,7 @@ class Variant:
     def iterate(self, iteration: int, pool, train_tasks: int) -> None:
         began, cpu, collected = time.perf_counter(), time.process_time(), COLLECTOR.seconds
         metrics = self.recipe._iteration(self.cfg, iteration, self.policy, pool, self.estimator, self.updater,
-                                         train_tasks, self.recipe.StopFlag())
+                                         train_tasks, self.recipe.StopFlag(), self.dist)
         self.seconds["iteration"] += time.perf_counter() - began
         self.seconds["gc"] += COLLECTOR.seconds - collected
         self.cpu += time.process_time() - cpu
