@@ -4,7 +4,9 @@
 Under torchrun rank 0 plays the episodes while the other ranks wait in one collective that hands them
 its result (or its failure), so N processes evaluate once and every rank records what one process
 would. The episodes are not sharded over ranks: the evaluation agent samples every episode's actions
-from one generator, so a sharded evaluation would draw other samples than one process.
+from one generator, so a sharded evaluation would draw other samples than one process. A sharded
+model (``model.parallel: fsdp``) cannot compute on one rank alone (every forward gathers the other
+ranks' shards): there every rank plays the same episodes, its engine's forwards in lock-step.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ def evaluate_policy(cfg: ExperimentConfig, policy: Any, pool: Any, split: str,
     """``play_evaluation`` on rank 0, its result on every rank of ``ctx`` (module docstring). A failure
     on rank 0 is raised there and stops the others with ``StoppedElsewhere``: no rank is left waiting."""
     ctx = ctx or Dist()
+    if cfg.model.parallel == "fsdp" and ctx.enabled:  # every rank's forwards are needed (module docstring)
+        return play_evaluation(cfg, policy, pool, split)
     evaluation, problem = None, None
     if ctx.is_main:
         try:

@@ -184,6 +184,7 @@ def _iteration(cfg: ExperimentConfig, iteration: int, policy: Any, pool: Any, es
         generator=torch.Generator().manual_seed(sampling_seed), should_stop=lambda: stop.requested,
         action_mode=cfg.rollout.action_mode, score_norm=cfg.rollout.score_norm,
         list_actions=cfg.rollout.list_actions, ctx=ctx,  # ranks agree at every turn boundary
+        lock_step=cfg.model.parallel == "fsdp",  # a sharded model's every forward is a collective
     )
     rollout, own = distributed.gather_rollout(rollout, offset, ctx)  # the estimator sees the whole batch
     rollout_s = time.perf_counter() - began

@@ -147,6 +147,7 @@ def collect(
     list_actions: bool = True,
     reward: str = "success",
     ctx: Dist | None = None,
+    lock_step: bool = False,
 ) -> Rollout:
     """Run one episode per entry of ``tasks`` to its end or to ``max_steps`` steps; record every step.
 
@@ -158,6 +159,9 @@ def collect(
     while ANY rank has live episodes (a rank whose episodes all ended keeps taking part), any rank's
     stop is every rank's, and an ``EngineError`` on one rank stops them all: that rank raises it, the
     others raise ``RolloutInterrupted`` (a rank never leaves the others waiting in a collective).
+    ``lock_step`` (``model.parallel: fsdp``, where every forward is a collective): a rank without live
+    episodes still calls the mode's ``decide`` with no views once per turn, so that its engine joins
+    the other ranks' forwards.
     ``action_mode`` names the mode that acts (``modes.ACTION_MODES``; ``score``: the policy ranks the
     admissible actions, and a step with none is an invalid step, penalised and counted as malformed).
     """
@@ -186,8 +190,8 @@ def collect(
             if stop:
                 raise RolloutInterrupted
             if not live:
-                # FSDP lock-step hook: under model.parallel=fsdp a rank without live episodes must still
-                # run the engine's forwards of this turn (generate/score with no prompts, idle passes).
+                if lock_step:  # no prompts: the engine runs idle forwards while other ranks generate
+                    mode.decide(policy, env_name, [], acting, generator)
                 advance()
                 continue
             started = time.perf_counter()
