@@ -1,5 +1,6 @@
 """Ranks agree: the backend follows the policy's device even where CUDA is visible, any rank's stop is
-every rank's, and differing values (e.g. the iteration a resume starts from) are refused with one line."""
+every rank's, differing values (e.g. the iteration a resume starts from) are refused with one line, and
+a rollout's turns go on while any rank still plays."""
 
 from __future__ import annotations
 
