@@ -61,7 +61,8 @@ def ref_value_proxy(rows: list[dict], gamma: float) -> list[float]:
 
 
 def ref_td_residual(rows: list[dict], gamma: float, values: list[float]) -> list[float]:
-    """docs/algorithms.md#gagpo steps 4-5 (and docs/algorithms.md#baselines ppo): delta_t = r_t + gamma V(s_{t+1}) - V(s_t), V after the end = 0."""
+    """docs/algorithms.md#gagpo steps 4-5 (and docs/algorithms.md#baselines ppo):
+    delta_t = r_t + gamma V(s_{t+1}) - V(s_t), V after the end = 0."""
     delta = [0.0] * len(rows)
     for idx in rows_by_trajectory(rows).values():
         for k, i in enumerate(idx):
@@ -99,7 +100,8 @@ def ref_scores(rows: list[dict]) -> dict:
 
 
 def ref_episode_term(rows: list[dict], eps: float, divide: bool, stats: str = "steps") -> list[float]:
-    """docs/algorithms.md#baselines grpo: score relative to the group's rows (or trajectories), over std + eps if ``divide``."""
+    """docs/algorithms.md#baselines grpo: score relative to the group's rows (or trajectories), over
+    std + eps if ``divide``."""
     score = ref_scores(rows)
     population = defaultdict(list)
     if stats == "steps":

@@ -65,7 +65,8 @@ def test_a_new_engine_is_one_row(monkeypatch):
     with pytest.raises(UsageError, match="auto, hf, vllm, echo"):
         check_engine("sglang")
     monkeypatch.setattr(EchoEngine, "missing", "echo is not installed")
-    with pytest.raises(UsageError, match="rollout.engine=echo: echo is not installed; set it up with `pip install echo`"):
+    message = "rollout.engine=echo: echo is not installed; set it up with `pip install echo`"
+    with pytest.raises(UsageError, match=message):
         choose_engine("echo", "tiny-random")
     monkeypatch.setattr("gagpo_cli.train.acting.engines.AUTO_PREFERENCE", ("echo", "hf"))
     assert choose_engine("auto", "tiny-random") == ("hf", "auto: echo is not installed")

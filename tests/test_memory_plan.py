@@ -54,7 +54,8 @@ def test_fsdp_shards_the_states_and_ddp_replicates_them():
     assert plan(shape, PlanSettings(lora=False, offload_optimizer=True)).optimizer == 0
     assert plan(shape, PlanSettings(lora=False, kl_coef=0.0)).reference == 0
     lora = plan(shape, PlanSettings(lora=True))
-    assert lora.reference == 0 and lora.gradients == 4 * shape.lora_parameters(16, ["q_proj", "k_proj", "v_proj", "o_proj"])
+    adapters = shape.lora_parameters(16, ["q_proj", "k_proj", "v_proj", "o_proj"])
+    assert lora.reference == 0 and lora.gradients == 4 * adapters
     checkpointed = plan(shape, PlanSettings(activation_checkpointing=True))
     assert checkpointed.activations < lora.activations / 10
 

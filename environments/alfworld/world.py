@@ -47,7 +47,8 @@ class World:
         self._always = sorted((*self._goto, "inventory", "look"))  # offered everywhere (but "go to" here)
         self._targets = tuple(rec for rec, rt in enumerate(g.receptacle_types) if rt == g.target_recep)
         # Room listing: types alphabetical, numbers descending (as alfworld's demangled ids read).
-        room_order = sorted(range(len(g.receptacles)), key=lambda i: (g.receptacle_types[i], -int(g.receptacles[i].rsplit(" ", 1)[1])))
+        room_order = sorted(range(len(g.receptacles)),
+                            key=lambda i: (g.receptacle_types[i], -int(g.receptacles[i].rsplit(" ", 1)[1])))
         self._room = ("You are in the middle of a room. Looking quickly around you, you see "
                       + listing([g.receptacles[i] for i in room_order]) + ".")
         self.intro = f"{WELCOME}\n\n{self._room}\n\nYour task is to: {g.goal}."
@@ -261,7 +262,8 @@ class World:
         prop = {"clean": self.clean, "heat": self.hot, "cool": self.cool}.get(g.task_type)
         need = 2 if g.task_type == "pick2" else 1
         for rec in self._targets:  # the receptacles of the goal's type
-            count = sum(1 for o in self.contents[rec] if g.object_types[o] == g.target_obj and (prop is None or prop[o]))
+            count = sum(1 for o in self.contents[rec]
+                        if g.object_types[o] == g.target_obj and (prop is None or prop[o]))
             if count >= need:
                 return True
         return False

@@ -4,9 +4,9 @@ Each turn, every live episode is prompted (``prompts.render_prompt``: task, step
 ``history`` (observation, action) pairs, observation, admissible actions), the model answers all
 of them in ONE batched call, and the action is read from ``<action>...</action>``. An output
 without the tags is still sent to the environment (clipped), where it is an invalid no-op, and
-costs ``invalid_penalty``. Training reward (docs/algorithms.md#rewards-and-penalties): ``success_reward`` x won at the episode's
-final step (``reward="score"``: ``success_reward`` x the environment's raw score at the final step,
-WebShop's own RL reward), minus ``invalid_penalty`` on each malformed step; the penalty is kept apart
+costs ``invalid_penalty``. Training reward (docs/algorithms.md#rewards-and-penalties):
+``success_reward`` x won at the episode's final step (``reward="score"``: ``success_reward`` x the
+environment's raw score at the final step, WebShop's own RL reward), minus ``invalid_penalty`` on each malformed step; the penalty is kept apart
 (``StepRow.penalty``, ``StepBatch.penalties``) so the estimator's ``penalty`` option decides where it
 enters (docs/algorithms.md#rewards-and-penalties).
 
@@ -53,7 +53,8 @@ class StepRow:
     step_index: int
     state_key: str  # key of the state the action was taken in
     acted: Generated | Ranked  # how the action was taken: the mode's record, with the rollout's log-probs
-    reward: float  # environment reward alone (docs/algorithms.md#rewards-and-penalties: success_reward x won at the final step)
+    # environment reward alone (docs/algorithms.md#rewards-and-penalties: success_reward x won at the final step)
+    reward: float
     penalty: float  # invalid-action penalty of this step, kept apart (StepBatch.penalties)
     terminated: bool
     valid: bool  # the output had an action and the environment accepted it
@@ -236,7 +237,8 @@ TRAINING_REWARDS = ("success", "score")  # rollout.reward
 
 def final_reward(step: Any, kind: str) -> float:
     """The environment's part of a step's training reward, before ``success_reward`` scales it: 1 on a
-    won final step (``success``, docs/algorithms.md#rewards-and-penalties), or the raw score of a finished episode (``score``); else 0."""
+    won final step (``success``, docs/algorithms.md#rewards-and-penalties), or the raw score of a
+    finished episode (``score``); else 0."""
     if kind == "score":
         return float(step.score) if step.done and not step.crashed else 0.0
     return float(step.won)

@@ -1,4 +1,5 @@
-"""Policy and value losses as pure tensor functions (docs/algorithms.md#gagpo policy side, docs/algorithms.md#baselines ppo, docs/algorithms.md#rewards-and-penalties defaults).
+"""Policy and value losses as pure tensor functions (docs/algorithms.md#gagpo policy side,
+docs/algorithms.md#baselines ppo, docs/algorithms.md#rewards-and-penalties defaults).
 
 Layout: one row per action (step row), response tokens right-padded to R columns; ``mask`` (B, R) is 1
 on real tokens. Every function returns per-token tensors; ``aggregate`` turns them into this

@@ -321,7 +321,8 @@ class _FeatureCache:
             self.past_sets.append(np.array(roles or (0,), dtype=np.int64))
         return row
 
-    def memory(self, goal: _Goal, past: tuple[str, ...]) -> tuple[dict[str, int], tuple[int, ...], int, tuple[int, ...]]:
+    def memory(self, goal: _Goal, past: tuple[str, ...]
+               ) -> tuple[dict[str, int], tuple[int, ...], int, tuple[int, ...]]:
         """The memory after the actions ``past``: (how often each was taken, capped at 3; the sorted
         distinct role skeletons of them; that set's row in the table of such sets; the role skeletons of
         the last HISTORY_SKELETONS). Built from the memory one action earlier when that is cached."""

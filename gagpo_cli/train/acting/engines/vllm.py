@@ -239,8 +239,8 @@ class VLLMEngine:
                     and isinstance(completion.stop_reason, int):
                 ids.append(int(completion.stop_reason))  # the EOS it stopped on, kept as Policy.generate does
             truncated = completion.finish_reason == "length"
-            generations.append(Generation(list(prompt), ids, self.policy.tokenizer.decode(ids, skip_special_tokens=True),
-                                          truncated, logprobs))
+            text = self.policy.tokenizer.decode(ids, skip_special_tokens=True)
+            generations.append(Generation(list(prompt), ids, text, truncated, logprobs))
         return generations
 
     def close(self) -> None:
