@@ -6,8 +6,8 @@ of them in ONE batched call, and the action is read from ``<action>...</action>`
 without the tags is still sent to the environment (clipped), where it is an invalid no-op, and
 costs ``invalid_penalty``. Training reward (docs/algorithms.md#rewards-and-penalties):
 ``success_reward`` x won at the episode's final step (``reward="score"``: ``success_reward`` x the
-environment's raw score at the final step, WebShop's own RL reward), minus ``invalid_penalty`` on each malformed step; the penalty is kept apart
-(``StepRow.penalty``, ``StepBatch.penalties``) so the estimator's ``penalty`` option decides where it
+environment's raw score at the final step, WebShop's own RL reward), minus ``invalid_penalty`` on
+each malformed step; the penalty is kept apart (``StepRow.penalty``, ``StepBatch.penalties``) so the estimator's ``penalty`` option decides where it
 enters (docs/algorithms.md#rewards-and-penalties).
 
 One turn of acting is the action mode's ``decide`` (``modes.py``: generate or score), shared with the
