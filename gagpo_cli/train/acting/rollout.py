@@ -7,8 +7,8 @@ without the tags is still sent to the environment (clipped), where it is an inva
 costs ``invalid_penalty``. Training reward (docs/algorithms.md#rewards-and-penalties):
 ``success_reward`` x won at the episode's final step (``reward="score"``: ``success_reward`` x the
 environment's raw score at the final step, WebShop's own RL reward), minus ``invalid_penalty`` on
-each malformed step; the penalty is kept apart (``StepRow.penalty``, ``StepBatch.penalties``) so the estimator's ``penalty`` option decides where it
-enters (docs/algorithms.md#rewards-and-penalties).
+each malformed step; the penalty is kept apart (``StepRow.penalty``, ``StepBatch.penalties``) so the
+estimator's ``penalty`` option decides where it enters (docs/algorithms.md#rewards-and-penalties).
 
 One turn of acting is the action mode's ``decide`` (``modes.py``: generate or score), shared with the
 evaluation agent (``gagpo_cli.train.acting.agent``), which runs under ``gagpo_cli.episodes``' episode
