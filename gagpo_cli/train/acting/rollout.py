@@ -178,6 +178,8 @@ def collect(
     live = list(range(len(tasks)))
     ctx = ctx or Dist()
     failure: EngineError | None = None
+    turn = _Turn(mode, policy, pool, env_name, acting, generator, tasks, views,
+                 _StepReward(success_reward, invalid_penalty, reward))
 
     with progress_bar("rollout: turns", total=max_steps) as advance:
         for step_index in range(max_steps + 1):
@@ -195,37 +197,65 @@ def collect(
                     mode.decide(policy, env_name, [], acting, generator)
                 advance()
                 continue
-            started = time.perf_counter()
             try:
-                decisions = mode.decide(policy, env_name, [views[i] for i in live], acting, generator)
+                live = turn.play(live, step_index, out)
             except EngineError as exc:  # reported at the next turn boundary, where every rank stops
                 failure, live = exc, []
                 continue
-            out.generate_s += time.perf_counter() - started
-            started = time.perf_counter()
-            results = pool.step({i: d.sent for i, d in zip(live, decisions, strict=True)})
-            out.env_s += time.perf_counter() - started
-
-            for i, d in zip(live, decisions, strict=True):
-                out.generated_tokens += d.acted.generated_tokens
-                out.rows.append(_step_row(tasks[i], i, step_index, views[i].last.state_key, d, results[i],
-                                          success_reward=success_reward, invalid_penalty=invalid_penalty,
-                                          reward=reward))
-                views[i].advance(d.sent, results[i])
-            live = [i for i in live if not results[i].done]
             advance()
     out.episodes = [record_of(task.task_id, view) for task, view in zip(tasks, views, strict=True)]
     return out
 
 
-def _step_row(task: TaskSpec, traj_id: int, step_index: int, state_key: str, d: Decision, step: Any, *,
-              success_reward: float, invalid_penalty: float, reward: str) -> StepRow:
+@dataclass(frozen=True)
+class _StepReward:
+    """How a step's training reward is made (``rollout.success_reward``, ``invalid_penalty``, ``reward``)."""
+
+    success_reward: float
+    invalid_penalty: float
+    kind: str
+
+
+@dataclass
+class _Turn:
+    """What a turn of the live episodes needs: one batched decision, one batched environment step."""
+
+    mode: Any
+    policy: Any
+    pool: Any
+    env_name: str
+    acting: Acting
+    generator: torch.Generator | None
+    tasks: Sequence[TaskSpec]
+    views: list[SlotView]
+    rewards: _StepReward
+
+    def play(self, live: list[int], step_index: int, out: Rollout) -> list[int]:
+        """Decide and step every live episode, append their rows to ``out``; the episodes still live after."""
+        started = time.perf_counter()
+        decisions = self.mode.decide(self.policy, self.env_name, [self.views[i] for i in live], self.acting,
+                                     self.generator)
+        out.generate_s += time.perf_counter() - started
+        started = time.perf_counter()
+        results = self.pool.step({i: d.sent for i, d in zip(live, decisions, strict=True)})
+        out.env_s += time.perf_counter() - started
+        for i, d in zip(live, decisions, strict=True):
+            out.generated_tokens += d.acted.generated_tokens
+            out.rows.append(_step_row(self.tasks[i], i, step_index, self.views[i].last.state_key, d,
+                                      results[i], self.rewards))
+            self.views[i].advance(d.sent, results[i])
+        return [i for i in live if not results[i].done]
+
+
+def _step_row(task: TaskSpec, traj_id: int, step_index: int, state_key: str, d: Decision, step: Any,
+              rewards: _StepReward) -> StepRow:
     """The row of one episode's step: ``d`` taken in state ``state_key``, answered by the environment's
     ``step``; an action that is missing (malformed) costs ``invalid_penalty``."""
     malformed = d.action is None
     return StepRow(
         group_id=task.group_id, traj_id=traj_id, step_index=step_index, state_key=state_key, acted=d.acted,
-        reward=success_reward * final_reward(step, reward), penalty=invalid_penalty * float(malformed),
+        reward=rewards.success_reward * final_reward(step, rewards.kind),
+        penalty=rewards.invalid_penalty * float(malformed),
         terminated=step.done and not step.crashed,  # a budget cut or an engine crash is not an end
         valid=step.valid and not malformed, malformed=malformed, truncated=d.truncated,
         response_length=d.length, entropy=d.entropy,
