@@ -76,11 +76,16 @@ def check_parallel(cfg: ExperimentConfig) -> None:
             raise UsageError(f"{key} applies to a transformers language model, not to the {kind.label}")
     if model.parallel == "fsdp" and cfg.rollout.action_mode != "generate":
         raise UsageError("model.parallel: fsdp trains in rollout.action_mode generate only (score mode's "
-                         "candidate passes do not run in lock-step across processes): use model.parallel: ddp")
+                         "candidate passes do not run in lock-step across processes): use "
+                         "model.parallel: ddp")
+    if model.parallel == "fsdp" and cfg.rollout.engine == "vllm":
+        raise UsageError("model.parallel: fsdp generates with the hf engine, in lock-step across processes "
+                         "(the vLLM engine's weight sync reads unsharded weights): use rollout.engine: hf")
     if not model.offload_optimizer:
         return
     if model.parallel != "fsdp":
-        raise UsageError("model.offload_optimizer moves FSDP shards to the CPU: it needs model.parallel: fsdp")
+        raise UsageError("model.offload_optimizer moves FSDP shards to the CPU: it needs "
+                         "model.parallel: fsdp")
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
         raise UsageError("model.offload_optimizer offloads FSDP shards, which one process does not have: "
                          "launch several processes with torchrun --nproc_per_node N")
@@ -89,5 +94,5 @@ def check_parallel(cfg: ExperimentConfig) -> None:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if device.type != "cuda":
-        raise UsageError(f"model.offload_optimizer moves optimizer state from GPUs to the CPU: this policy runs "
-                         f"on {device.type} (model.device: {model.device})")
+        raise UsageError(f"model.offload_optimizer moves optimizer state from GPUs to the CPU: this policy "
+                         f"runs on {device.type} (model.device: {model.device})")

@@ -10,8 +10,17 @@ import torch
 from peft import LoraConfig, get_peft_model
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
+from gagpo_cli.config import load_config
 from gagpo_cli.errors import UsageError
-from gagpo_cli.train.memory_plan import GIB, SHAPES, PlanSettings, check, plan, shape_of
+from gagpo_cli.train.memory_plan import (
+    GIB,
+    SHAPES,
+    PlanSettings,
+    check,
+    check_before_training,
+    plan,
+    shape_of,
+)
 
 TINY = dict(hidden_size=64, num_hidden_layers=3, intermediate_size=96, num_attention_heads=8,
             num_key_value_heads=2, vocab_size=300)
@@ -50,9 +59,17 @@ def test_fsdp_shards_the_states_and_ddp_replicates_them():
     fsdp = plan(shape, PlanSettings(lora=False, processes=4, parallel="fsdp"))
     assert ddp.exact == one.exact
     assert fsdp.optimizer == one.optimizer / 4 and fsdp.gradients == one.gradients / 4
-    assert fsdp.weights == pytest.approx(one.weights / 4 + 4 * shape.layer_parameters())
-    assert plan(shape, PlanSettings(lora=False, offload_optimizer=True)).optimizer == 0
-    assert plan(shape, PlanSettings(lora=False, kl_coef=0.0)).reference == 0
+    root = 2 * 152064 * 3584 + 3584  # embeddings, output projection (untied), final norm
+    assert shape.root_parameters() == root
+    # fsdp: two gathered bf16 layers and the root unit, kept gathered, in its stored dtype
+    assert fsdp.weights == pytest.approx(one.weights / 4 + 4 * shape.layer_parameters() + 4 * root)
+    lora_fsdp = plan(shape, PlanSettings(processes=4, parallel="fsdp"))
+    lora_ddp = plan(shape, PlanSettings(processes=4))
+    assert lora_fsdp.weights == pytest.approx(lora_ddp.weights / 4 + 4 * shape.layer_parameters() + 2 * root)
+    assert plan(shape, PlanSettings(lora=False, offload_optimizer=True, processes=4, parallel="fsdp")).optimizer == 0
+    assert plan(shape, PlanSettings(lora=False, offload_optimizer=True)).optimizer == one.optimizer  # no shards
+    assert one.reference == 4 * shape.parameters()  # lm.py's frozen float32 copy
+    assert fsdp.reference == one.reference / 4
     lora = plan(shape, PlanSettings(lora=True))
     adapters = shape.lora_parameters(16, ["q_proj", "k_proj", "v_proj", "o_proj"])
     assert lora.reference == 0 and lora.gradients == 4 * adapters
@@ -79,3 +96,17 @@ def test_unknown_model_and_setting_are_one_line_errors(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({**TINY, "model_type": "llama"}))
     with pytest.raises(UsageError, match="unknown LoRA target"):
         shape_of(str(tmp_path)).lora_parameters(4, ["qkv"])
+
+
+def test_a_gpu_run_says_its_plan_and_is_refused_when_it_cannot_fit():
+    said: list[str] = []
+    seven_b = ["model.name=Qwen/Qwen2.5-7B-Instruct", "model.lora=false"]
+    cuda = torch.device("cuda")
+    with pytest.raises(UsageError, match="these fit: model.parallel=fsdp on 2 processes"):
+        check_before_training(load_config("alfworld-gagpo", seven_b), 1, cuda, said.append, 80 * GIB)
+    assert len(said) == 1 and said[0].startswith("memory plan per GPU (GiB): weights 28.4")
+    fsdp = load_config("alfworld-gagpo", [*seven_b, "model.parallel=fsdp"])
+    assert check_before_training(fsdp, 4, cuda, said.append, 80 * GIB).exact < 80 * GIB
+    assert check_before_training(fsdp, 4, torch.device("cpu"), said.append) is None  # CPU runs: no plan
+    unknown = load_config("alfworld-gagpo", ["model.name=org/some-model"])
+    assert check_before_training(unknown, 1, cuda, said.append, 80 * GIB) is None and "skipped" in said[-1]

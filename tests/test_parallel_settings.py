@@ -20,9 +20,11 @@ def _refusal(overrides: list[str], experiment: str = "alfworld-gagpo") -> str:
 def test_defaults_and_fsdp_on_a_language_model_pass(monkeypatch):
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     cfg = load_config("alfworld-gagpo")
-    assert (cfg.model.parallel, cfg.model.activation_checkpointing, cfg.model.offload_optimizer) == ("ddp", False, False)
+    model = cfg.model
+    assert (model.parallel, model.activation_checkpointing, model.offload_optimizer) == ("ddp", False, False)
     check_settings(cfg)
-    check_settings(load_config("alfworld-gagpo", ["model.parallel=fsdp", "model.activation_checkpointing=true"]))
+    check_settings(load_config("alfworld-gagpo", ["model.parallel=fsdp",
+                                                  "model.activation_checkpointing=true"]))
 
 
 def test_unknown_parallel_mode_names_the_choices():
@@ -32,12 +34,17 @@ def test_unknown_parallel_mode_names_the_choices():
 
 def test_fsdp_refused_for_a_policy_kind_that_is_not_a_language_model():
     assert "featurised policy bow-mlp" in _refusal(["model.parallel=fsdp"], "lab-alfworld")
-    assert "model.activation_checkpointing" in _refusal(["model.activation_checkpointing=true"], "lab-alfworld")
+    refusal = _refusal(["model.activation_checkpointing=true"], "lab-alfworld")
+    assert "model.activation_checkpointing" in refusal
 
 
 def test_fsdp_refused_in_score_mode():
     assert "action_mode generate only" in _refusal(["model.parallel=fsdp", "rollout.action_mode=score",
                                                     "rollout.engine=hf"])
+
+
+def test_fsdp_refused_with_the_vllm_engine():
+    assert "rollout.engine: hf" in _refusal(["model.parallel=fsdp", "rollout.engine=vllm"])
 
 
 def test_offload_refused_without_fsdp_on_a_cpu_policy_and_in_one_process(monkeypatch):

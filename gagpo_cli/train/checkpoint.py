@@ -3,7 +3,9 @@
 Layout (``<run>/checkpoints/iter_000010/`` = the state after 10 completed iterations)::
 
     policy/          Policy.save: LoRA adapter or full weights (safetensors)
-    trainer.pt       Updater.state_dict: optimizer (and critic) state
+    sharded/         model.parallel fsdp: the trained weights and optimizer state, one file per rank
+                     (torch.distributed.checkpoint), in rank 0's checkpoint only
+    trainer.pt       Updater.state_dict: optimizer (and critic) state; no optimizer under fsdp
     rng.json         python / numpy / torch random states
     manifest.json    iteration + sha256 of every other file (written last)
 
@@ -15,6 +17,14 @@ is a ``UsageError`` naming it. Only the newest ``KEEP`` checkpoints are kept.
 ``newest_intact_checkpoint`` (what ``--resume`` uses) walks back from the newest checkpoint to the
 newest one that verifies; every corrupt one it passes is renamed ``corrupt-iter_*`` (never deleted,
 never listed as a checkpoint again) and reported through its ``say`` callback.
+
+Sharded policies (``model.parallel: fsdp``): saving and loading are collectives, every rank calls them
+for the same iteration. Each rank keeps its own checkpoint folder (its random states;
+``distributed.rank_config``), every rank writes its shard into ``sharded/`` of RANK 0's folder (so the
+ranks share a filesystem: one host), rank 0 writes the gathered ``policy/``, and a resume reads the
+shards from rank 0's folder. The shards load on any number of ranks (``sharding.load_sharded``
+reshards them), but a resume on another number deals the batch differently: it continues correctly,
+not identically to an uninterrupted run.
 """
 
 from __future__ import annotations
@@ -39,6 +49,7 @@ MANIFEST = "manifest.json"
 POLICY_DIR = "policy"  # Policy.save / load_weights
 TRAINER_FILE = "trainer.pt"
 RNG_FILE = "rng.json"
+SHARDED_DIR = "sharded"  # fsdp: every rank's shard of the weights and optimizer state
 CORRUPT_PREFIX = "corrupt-"
 
 
@@ -108,6 +119,11 @@ def save_checkpoint(run_dir: Path, iteration: int, policy: Any, updater: Any,
     final = checkpoint_path(run_dir, iteration)
     tmp = root / f".tmp-{final.name}"
     tmp.mkdir()
+    if getattr(policy, "sharded", False):  # fsdp: this rank's shard into rank 0's folder
+        from gagpo_cli.train import sharding
+
+        main_tmp = _main_rank_path(tmp, policy.shard_ctx)
+        sharding.save_sharded(main_tmp / SHARDED_DIR, policy.model, updater.optimizer, policy.shard_ctx)
     policy.save(tmp / POLICY_DIR)
     torch.save(updater.state_dict(), tmp / TRAINER_FILE)
     (tmp / RNG_FILE).write_text(json.dumps(rng_state), encoding="utf-8")
@@ -187,11 +203,14 @@ def load_checkpoint(path: Path, policy: Any, updater: Any) -> Restored:
     """Verify ``path``, load the policy weights and updater state into the given objects."""
     manifest = verify_checkpoint(path)
     path = Path(path)
-    try:
-        policy.load_weights(path / POLICY_DIR)
-    except (OSError, ValueError, RuntimeError) as exc:
-        raise UsageError(f"corrupt checkpoint: cannot load weights from {path / POLICY_DIR} "
-                         f"({exc})") from None
+    if getattr(policy, "sharded", False):  # fsdp: weights and optimizer state from rank 0's shards
+        _load_shards(path, policy, updater)
+    else:
+        try:
+            policy.load_weights(path / POLICY_DIR)
+        except (OSError, ValueError, RuntimeError) as exc:
+            raise UsageError(f"corrupt checkpoint: cannot load weights from {path / POLICY_DIR} "
+                             f"({exc})") from None
     try:
         updater.load_state_dict(torch.load(path / TRAINER_FILE, map_location="cpu", weights_only=True))
     except (OSError, ValueError, RuntimeError, KeyError) as exc:
@@ -201,6 +220,26 @@ def load_checkpoint(path: Path, policy: Any, updater: Any) -> Restored:
     except (OSError, ValueError) as exc:
         raise UsageError(f"corrupt checkpoint: cannot read {path / RNG_FILE} ({exc})") from None
     return Restored(iteration=int(manifest["iteration"]), rng_state=rng_state, path=path)
+
+
+def _main_rank_path(path: Path, ctx: Any) -> Path:
+    """Rank 0's ``path`` (every rank calls it; one host, so one filesystem)."""
+    from gagpo_cli.train.distributed import gather
+
+    return Path(gather(str(Path(path).resolve()), ctx)[0])
+
+
+def _load_shards(path: Path, policy: Any, updater: Any) -> None:
+    """Load the sharded weights and optimizer state of rank 0's checkpoint of the same iteration (every
+    rank calls it)."""
+    from gagpo_cli.train import sharding
+
+    shards = _main_rank_path(path, policy.shard_ctx) / SHARDED_DIR
+    try:
+        sharding.load_sharded(shards, policy.model, updater.optimizer)
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise UsageError(f"corrupt checkpoint: cannot load the sharded weights from {shards} "
+                         f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
 
 
 def set_aside(path: Path) -> Path:

@@ -5,12 +5,16 @@ What is counted, per GPU (``plan``):
 - **weights**: full fine-tuning keeps float32 master weights (4 bytes per parameter; ``ddp``: every
   process holds them all, ``fsdp``: each holds 1/N); LoRA keeps the frozen base in bf16 (2 bytes)
   plus float32 adapters; ``fsdp`` adds one gathered decoder layer in bf16 and the next one prefetched
-  (``2 x 2`` bytes per layer parameter);
+  (``2 x 2`` bytes per layer parameter) and the root unit, which FSDP2 keeps gathered from forward to
+  backward: the embeddings, the final norm and the output projection in their stored dtype (4 bytes
+  fully trained, 2 under LoRA);
 - **gradients**: float32, for the trained parameters only (sharded like the weights under ``fsdp``);
 - **optimizer**: AdamW's two float32 moments per trained parameter (8 bytes), sharded under ``fsdp``,
-  zero on the GPU with ``model.offload_optimizer``;
-- **reference**: full fine-tuning with ``optim.kl_coef > 0`` keeps a frozen bf16 copy (LoRA's
-  reference is the base with the adapter off: nothing extra);
+  zero on the GPU with ``model.offload_optimizer`` (fsdp over several processes; one process holds no
+  shards to offload);
+- **reference**: full fine-tuning keeps a frozen copy of the model made at load time, in its stored
+  dtype (float32; ``policies/lm.py`` makes it whatever ``optim.kl_coef`` is; sharded like the weights
+  under ``fsdp``); LoRA's reference is the base with the adapter off: nothing extra;
 - **activations** of one micro-batch of ``optim.token_budget`` tokens (bf16): per token and decoder
   layer the tensors a SwiGLU decoder keeps for backward, about ``2 x (8h + 2 kv_dim + 4 i)`` bytes;
   with ``model.activation_checkpointing`` only each layer's input (``2h``) plus one layer's full set;
@@ -31,9 +35,13 @@ colocated vLLM engine keeps its ``gpu_memory_utilization`` share) and the CUDA c
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import torch
+
+from gagpo_cli.config import ExperimentConfig
 from gagpo_cli.errors import UsageError
 
 GIB = 1024 ** 3
@@ -68,10 +76,13 @@ class ModelShape:
         per_layer = sum(a * b for a, b in map(self.projection, LORA_TARGET_SHAPES)) + 2 * self.hidden
         return per_layer + (self.hidden + 2 * self.kv_dim if self.attention_bias else 0)
 
+    def root_parameters(self) -> int:
+        """Outside the decoder layers: embeddings, final norm, output head (unless tied)."""
+        return self.vocab * self.hidden * (1 if self.tied_embeddings else 2) + self.hidden
+
     def parameters(self) -> int:
         """Every parameter: embeddings, decoder layers, final norm, output head (unless tied)."""
-        embeddings = self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
-        return embeddings + self.layers * self.layer_parameters() + self.hidden
+        return self.root_parameters() + self.layers * self.layer_parameters()
 
     def lora_parameters(self, rank: int, targets: list[str], layers: int | None = None) -> int:
         """Adapter parameters: ``rank x (in + out)`` per targeted projection in each adapted layer."""
@@ -115,7 +126,6 @@ class PlanSettings:
     lora_rank: int = 16
     lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
     lora_layers: int | None = None
-    kl_coef: float = 0.01
     token_budget: int = 8192
     activation_checkpointing: bool = False
     offload_optimizer: bool = False
@@ -154,16 +164,19 @@ def plan(shape: ModelShape, s: PlanSettings) -> MemoryPlan:
     total = shape.parameters()
     trained = shape.lora_parameters(s.lora_rank, list(s.lora_targets), s.lora_layers) if s.lora else total
     weights = (2 * total + 4 * trained) if s.lora else 4 * total
-    reference = 0.0 if s.lora or s.kl_coef <= 0 else 2.0 * total
-    gathered = 4.0 * shape.layer_parameters() if s.parallel == "fsdp" and s.processes > 1 else 0.0
+    reference = 0.0 if s.lora else 4.0 * total
+    gathered = 0.0
+    if s.parallel == "fsdp" and s.processes > 1:  # two bf16 layers, and the root unit in its stored dtype
+        gathered = 4.0 * shape.layer_parameters() + (2.0 if s.lora else 4.0) * shape.root_parameters()
     h, kv, i = shape.hidden, shape.kv_dim, shape.intermediate
     per_token_layer = 2 * (8 * h + 2 * kv + 4 * i)
     if s.activation_checkpointing:
         per_token = 2 * h * shape.layers + per_token_layer
     else:
         per_token = per_token_layer * shape.layers
+    offloaded = s.offload_optimizer and s.parallel == "fsdp" and s.processes > 1  # one process: no shards
     return MemoryPlan(weights=weights * share + gathered, gradients=4.0 * trained * share,
-                      optimizer=0.0 if s.offload_optimizer else 8.0 * trained * share,
+                      optimizer=0.0 if offloaded else 8.0 * trained * share,
                       reference=reference * share, activations=float(per_token * s.token_budget),
                       logits=12.0 * shape.vocab * s.token_budget)
 
@@ -171,13 +184,13 @@ def plan(shape: ModelShape, s: PlanSettings) -> MemoryPlan:
 def fitting_alternatives(shape: ModelShape, s: PlanSettings, gpu_bytes: float, max_processes: int = 8) -> list[str]:
     """Settings (each a change from ``s``) under which the exact part fits ``gpu_bytes``, fewest changes first."""
     candidates: list[tuple[str, PlanSettings]] = []
+    if s.parallel == "ddp" and s.processes > 1:
+        candidates.append(("model.parallel=fsdp", replace(s, parallel="fsdp")))
+    if s.parallel == "fsdp" and s.processes > 1 and not s.offload_optimizer:
+        candidates.append(("model.offload_optimizer=true", replace(s, offload_optimizer=True)))
     for n in (2, 4, 8):
         if s.processes < n <= max_processes:
             candidates.append((f"model.parallel=fsdp on {n} processes", replace(s, parallel="fsdp", processes=n)))
-    if s.parallel == "ddp" and s.processes > 1:
-        candidates.append(("model.parallel=fsdp", replace(s, parallel="fsdp")))
-    if not s.offload_optimizer:
-        candidates.append(("model.offload_optimizer=true", replace(s, offload_optimizer=True)))
     if not s.lora:
         candidates.append(("model.lora=true", replace(s, lora=True)))
     return [name for name, alt in candidates if plan(shape, alt).exact <= gpu_bytes]
@@ -200,3 +213,33 @@ def check(shape: ModelShape, s: PlanSettings, gpu_bytes: float, model: str) -> M
                          f"{'LoRA' if s.lora else 'full fine-tuning'}) but the GPU has "
                          f"{gpu_bytes / GIB:.1f} GiB; {fix}")
     return p
+
+
+def settings_of(cfg: ExperimentConfig, processes: int) -> PlanSettings:
+    """The plan's settings of an experiment trained by ``processes`` processes."""
+    m = cfg.model
+    return PlanSettings(processes=processes, parallel=m.parallel, lora=m.lora, lora_rank=m.lora_rank,
+                        lora_targets=tuple(m.lora_targets), lora_layers=m.lora_layers,
+                        token_budget=cfg.optim.token_budget,
+                        activation_checkpointing=m.activation_checkpointing, offload_optimizer=m.offload_optimizer)
+
+
+def check_before_training(cfg: ExperimentConfig, processes: int, device: torch.device,
+                          say: Callable[[str], None] = print,
+                          gpu_bytes: float | None = None) -> MemoryPlan | None:
+    """At the start of a run on a GPU: ``say`` the plan of the configured model, mode and process count,
+    and refuse (``check``'s ``UsageError``) when its exact part cannot fit this GPU (``gpu_bytes``,
+    default: the device's memory). None on a CPU, or for a model whose shape is not known without
+    loading it (said)."""
+    if device.type != "cuda":
+        return None
+    try:
+        shape = shape_of(cfg.model.name)
+    except UsageError:
+        say(f"memory plan: skipped (no shape known for {cfg.model.name} before loading it)")
+        return None
+    settings = settings_of(cfg, processes)
+    say(describe(plan(shape, settings)))
+    if gpu_bytes is None:
+        gpu_bytes = float(torch.cuda.get_device_properties(device).total_memory)
+    return check(shape, settings, gpu_bytes, cfg.model.name)

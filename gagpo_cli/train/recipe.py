@@ -62,6 +62,7 @@ from gagpo_cli.train.checkpoint import (
     save_checkpoint,
 )
 from gagpo_cli.train.evaluation import evaluate_baseline, evaluate_policy, write_eval_record, write_final_eval
+from gagpo_cli.train.memory_plan import check_before_training
 from gagpo_cli.train.policies.kinds import load_policy, policy_kind
 from gagpo_cli.train.records import RunRecords, progress_line, truncate_metrics
 from gagpo_cli.train.run_dir import prepare_run_dir, removed_on_failure, run_name
@@ -95,6 +96,9 @@ def train(cfg: ExperimentConfig, *, resume: bool = False, policy: Any = None, en
         check_model_source(cfg.model.name)  # a missing or unreadable local model: before any folder is made
     # torchrun: join the process group, its backend following the policy's device (one process: a no-op)
     ctx = distributed.init_from_env(policy_kind(cfg.model.name).device(cfg.model))
+    if policy_kind(cfg.model.name).shardable:  # on a GPU: the memory plan, refused when it cannot fit
+        check_before_training(cfg, ctx.world_size, policy_kind(cfg.model.name).device(cfg.model),
+                              say=print if ctx.is_main else lambda line: None)
     if ctx.rank > 0:  # ranks > 0 keep their own records under <run>/ranks/ (distributed.rank_config)
         cfg = distributed.rank_config(cfg, run_name(cfg), ctx)
     planned = Path(cfg.logging.output_dir) / run_name(cfg)
@@ -127,6 +131,9 @@ def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, estimator: Any, p
     mode = get_action_mode(cfg.rollout.action_mode)
     if policy is None:
         policy = load_policy(cfg.model, seed=cfg.train.seed)
+    if policy_kind(cfg.model.name).shardable:  # model.parallel (fsdp), activation checkpointing:
+        with user_input():  # before the updater builds its optimizer over the (sharded) parameters
+            policy.shard(distributed.current(), cfg.model)
     ctx = distributed.current()
     updater = mode.updater(policy, estimator, cfg, ctx)
     newest = latest_checkpoint(run_dir) if resume else None

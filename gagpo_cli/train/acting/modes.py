@@ -109,7 +109,11 @@ class GenerateMode(ActionMode):
     def open_engine(self, policy: Any, cfg: ExperimentConfig) -> Any:
         from gagpo_cli.train.acting.engines import open_engine
 
-        return open_engine(cfg.rollout.engine, policy, cfg.model.name, cfg.rollout.engine_options)
+        # A sharded policy generates itself, in lock-step (vLLM's weight sync reads unsharded weights).
+        requested = cfg.rollout.engine
+        if cfg.model.parallel == "fsdp" and requested == "auto":
+            requested = "hf"
+        return open_engine(requested, policy, cfg.model.name, cfg.rollout.engine_options)
 
     def evaluation_engine(self, policy: Any, requested: str, model_name: str) -> Any:
         from gagpo_cli.train.acting.engines import open_engine

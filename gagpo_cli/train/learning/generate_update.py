@@ -99,9 +99,11 @@ class GenerateUpdater(PolicyUpdater):
             return None
         out = np.zeros(len(samples), dtype=np.float64)
         plan = plan_micro_batches([len(s.prompt_ids) for s in samples], self.cfg.token_budget)
+        idle = self._missing_passes(len(plan))  # a sharded policy: as many passes as every other rank
         for group in plan:
             hidden = self.policy.prompt_hidden([samples[i].prompt_ids for i in group])
             out[group] = self.critic.head(hidden).double().cpu().numpy()
+        self._idle_passes(idle)
         return out
 
     @torch.no_grad()

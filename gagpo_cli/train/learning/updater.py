@@ -23,7 +23,10 @@ Order of work in ``PolicyUpdater.update``:
 Every log-prob is taken at the rollout temperature, softmax(logits / T), the distribution the actions
 were sampled from (verl's actor does the same). Under torchrun each rank trains on its own rows with
 the whole batch's counts and the gradients are summed before every step (``distributed.py``), so N
-processes update as one.
+processes update as one. Under ``model.parallel: fsdp`` (a sharded policy) FSDP sums the gradients as
+it reduce-scatters them, every pass is a collective, so each rank runs as many passes as the rank
+with the most (``sharding.agreed_count``; a rank with fewer makes idle passes that add a zero
+gradient), and the optimizer state is sharded (saved by the checkpoint's sharded part, not here).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import torch
 
 from gagpo_cli.config import OptimConfig
 from gagpo_cli.console import progress_bar
+from gagpo_cli.train import sharding
 from gagpo_cli.train.distributed import Dist, all_reduce_grads, gather, sum_counts
 from gagpo_cli.train.learning.loss import LOSS_AGGS, RATIO_MODES, Denominators, LossShares, clipped_value_loss
 from gagpo_cli.train.learning.planning import (
@@ -118,9 +122,10 @@ class PolicyUpdater:
         self.params: list[torch.nn.Parameter] = policy.trainable_parameters()
         if not self.params:
             raise ValueError("the policy has no trainable parameters")
+        self.sharded = bool(getattr(policy, "sharded", False))  # fsdp: every pass is a collective
         on_cpu = all(p.device.type == "cpu" and p.dtype == torch.float32 for p in self.params)
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay,
-                                           fused=True if on_cpu else None)  # CPU: one kernel, ~8x faster
+                                           fused=True if on_cpu and not self.sharded else None)  # ~8x faster
         needs_critic = bool(getattr(estimator, "needs_critic", False))
         self.critic: Critic | None = Critic(policy.hidden_size, policy.device, cfg) if needs_critic else None
 
@@ -230,12 +235,21 @@ class PolicyUpdater:
         run on updated weights), and the critic's targets."""
         device = self.policy.device
         if self.cfg.kl_coef > 0:
+            idle = self._missing_passes(len(work.batches))
             work.ref_logps = [self._reference(b) for b in work.batches]
+            self._idle_passes(idle, reference=True)
         if needs_old_pass(self.cfg):
+            idle = self._missing_passes(len(work.batches))
             work.old_logps = [self._old_logps(b) for b in work.batches]
+            self._idle_passes(idle)
         if self.critic is None:
             return
-        if needs_old_pass(self.cfg):
+        if needs_old_pass(self.cfg) and self.sharded:  # one values() call (its passes agreed inside)
+            values = self.values([samples[i] for g in work.groups for i in g])
+            ends = np.cumsum([len(g) for g in work.groups])
+            work.old_values = [torch.tensor(values[end - len(g):end], dtype=torch.float32, device=device)
+                               for g, end in zip(work.groups, ends, strict=True)]
+        elif needs_old_pass(self.cfg):
             work.old_values = [torch.tensor(self.values([samples[i] for i in g]), dtype=torch.float32,
                                             device=device) for g in work.groups]
         work.targets = [torch.tensor([samples[i].value_target for i in g], dtype=torch.float32, device=device)
@@ -253,11 +267,13 @@ class PolicyUpdater:
         with progress_bar("update: micro-batches", total=cfg.epochs * len(work.groups)) as advance:
             for epoch in range(cfg.epochs):
                 for members, (denom, seen) in work.steps:
+                    idle = self._missing_passes(len(members))
                     for k in members:
                         old = self._micro_batch(work, k, denom, seen, add)
                         if epoch == 0:
                             start_logps[k] = old
                         advance()
+                    self._idle_passes(idle, backward=True)
                     self._optimizer_step(add)  # gradients summed over ranks first
         return sums, start_logps
 
@@ -278,6 +294,23 @@ class PolicyUpdater:
             old_values = work.old_values[k] if work.old_values is not None else None
             self._value_loss_share(out.state, old_values, work.targets[k], denom, add)
         return old
+
+    def _missing_passes(self, planned: int) -> int:
+        """Sharded policy: how many idle passes this rank adds to its ``planned`` passes of one kind (one
+        forward per micro-batch) so that it makes as many as the rank with the most (a collective: every
+        rank calls it at the same point, BEFORE the passes). Unsharded: 0."""
+        return sharding.agreed_count(planned, self.dist) - planned if self.sharded else 0
+
+    def _idle_passes(self, count: int, *, reference: bool = False, backward: bool = False) -> None:
+        """``count`` idle passes (``sharding.idle_pass``: the collectives of a pass, a zero gradient) on the
+        model the real passes used (the reference with ``reference``; a gradient pass with ``backward``)."""
+        for _ in range(count):
+            with self.policy.acting(reference) as model, self.policy.autocast():
+                if backward:
+                    with self.policy.train_mode():
+                        sharding.idle_pass(model, backward=True)
+                else:
+                    sharding.idle_pass(model, backward=False)
 
     def _rollout_probs_diff(self, samples: list[Any], groups: list[list[int]],
                             start_logps: list[torch.Tensor]) -> list[float] | None:
@@ -335,21 +368,30 @@ class PolicyUpdater:
         for p in self.params:  # a step whose rows were all skipped (skips_zero_advantage) has a zero gradient
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
-        all_reduce_grads(self.params + critic_params, self.dist)
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.grad_clip)
+        if self.sharded:  # FSDP summed the policy's gradients over ranks; the critic head is not sharded
+            all_reduce_grads(critic_params, self.dist)
+            grad_norm = sharding.clip_grad_norm(self.params, self.cfg.grad_clip)
+        else:
+            all_reduce_grads(self.params + critic_params, self.dist)
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, self.cfg.grad_clip))
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        add("actor/grad_norm", float(grad_norm))
+        add("actor/grad_norm", grad_norm)
         if self.critic is not None:
             add("critic/grad_norm", self.critic.step())
 
     def state_dict(self) -> dict:
-        """Optimizer state (+ critic head and its optimizer)."""
-        return {"optimizer": self.optimizer.state_dict(),
+        """Optimizer state (+ critic head and its optimizer); a sharded policy's optimizer state is
+        sharded too and saved with its weights (``sharding.save_sharded``), so None here."""
+        return {"optimizer": None if self.sharded else self.optimizer.state_dict(),
                 "critic": self.critic.state_dict() if self.critic is not None else None}
 
     def load_state_dict(self, state: dict) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
+        if (state.get("optimizer") is None) != self.sharded:
+            raise ValueError("checkpoint and model.parallel disagree on whether the optimizer state is "
+                             "sharded")
+        if not self.sharded:
+            self.optimizer.load_state_dict(state["optimizer"])
         if (state.get("critic") is None) != (self.critic is None):
             raise ValueError("checkpoint and estimator disagree on whether a critic is trained")
         if self.critic is not None:

@@ -6,6 +6,11 @@ Precision (``dtype: auto``), on a GPU or a CPU with native bf16 (AVX512-BF16 / A
 stored in bf16 (adapters float32), a fully trained model in float32, and bf16 autocast runs the
 matmuls; elsewhere everything is float32. The output projection that produces training log-probs
 always runs in float32 outside autocast, so ratios and KL are not bf16-rounded.
+
+Under ``model.parallel: fsdp`` (``shard``) the model and its reference copy are sharded over the torchrun
+processes (``train/sharding.py``): the spans that call the decoder and read the output projection
+directly run inside ``sharding.root_call``, generation runs in lock-step across processes, and the
+weights are gathered to be saved.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from gagpo_cli.config import ModelConfig
+from gagpo_cli.train import sharding
+from gagpo_cli.train.distributed import Dist
 from gagpo_cli.train.policies.final_logits import final_logits_map
 from gagpo_cli.train.policies.lm_generate import GenerationMixin, forward_kwarg_names
 from gagpo_cli.train.policies.lm_score import ScoringMixin
@@ -113,6 +120,7 @@ class Policy(GenerationMixin, ScoringMixin):
         self.cache_arg, self.keep_arg = forward_kwarg_names(self.base_model)
         self.decoder_cache_arg = forward_kwarg_names(self.base_model.get_decoder())[0]
         self.final_logits = final_logits_map(self.base_model, cfg.name)  # e.g. Gemma-2's soft-capping
+        self.shard_ctx = Dist()  # the processes the model is sharded over (``shard``); one: not sharded
         self.init_score_caches()
 
     # ------------------------------------------------------------------------------ construction
@@ -166,6 +174,29 @@ class Policy(GenerationMixin, ScoringMixin):
                     p.requires_grad_(False)
         model.eval()  # dropout only when a LoRA dropout is set and we train (see train_mode)
         return cls(model, tokenizer, cfg, reference=reference, device=device, autocast_dtype=autocast_dtype)
+
+    def shard(self, ctx: Dist, settings: ModelConfig | None = None) -> None:
+        """Apply ``model.parallel`` and ``model.activation_checkpointing`` of ``settings`` (default: the
+        policy's own ``cfg``): under ``fsdp`` with several processes, shard the model and the frozen
+        reference copy over ``ctx`` (FSDP2, bf16 gathering with float32 reduction when the policy runs
+        under bf16 autocast; ``model.offload_optimizer``); checkpointing with any setting. Call it
+        before an optimizer is built over ``trainable_parameters`` (sharding replaces them). A
+        ``ValueError`` names a setting this policy cannot take."""
+        settings = settings or self.cfg
+        fsdp = settings.parallel == "fsdp" and ctx.enabled
+        bf16 = self.autocast_dtype is not None  # mixed precision needs autocast (sharding.shard_model)
+        sharding.shard_model(self.model, ctx if fsdp else Dist(), mixed_precision=bf16,
+                             activation_checkpointing=settings.activation_checkpointing,
+                             offload_optimizer=settings.offload_optimizer and fsdp)
+        if fsdp and self.reference is not None:
+            sharding.shard_model(self.reference, ctx, mixed_precision=bf16)
+        if fsdp:
+            self.shard_ctx = ctx
+
+    @property
+    def sharded(self) -> bool:
+        """Whether the weights are sharded over several processes (every forward is then a collective)."""
+        return self.shard_ctx.enabled
 
     def _eos_ids(self) -> list[int]:
         ids = {self.tokenizer.eos_token_id}
@@ -234,7 +265,7 @@ class Policy(GenerationMixin, ScoringMixin):
         logits by the rollout temperature). Gradients flow unless the caller disables them."""
         if temperature <= 0:
             raise ValueError(f"log-probs need a temperature > 0, got {temperature}")
-        with self.acting(reference) as model, self.autocast():
+        def hidden_and_logits(model: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
             hidden = model.get_decoder()(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
                                          use_cache=False).last_hidden_state
             size = hidden.shape[-1]
@@ -242,7 +273,10 @@ class Policy(GenerationMixin, ScoringMixin):
             head = model.get_output_embeddings()
             with torch.autocast(device_type=self.device.type, enabled=False):
                 bias = None if head.bias is None else head.bias.float()
-                logits = self.final_logits(F.linear(picked.float(), head.weight.float(), bias))
+                return hidden, self.final_logits(F.linear(picked.float(), head.weight.float(), bias))
+
+        with self.acting(reference) as model, self.autocast():
+            hidden, logits = sharding.root_call(model, hidden_and_logits, model)  # fsdp: root unit gathered
         log_dist = F.log_softmax(logits / temperature if temperature != 1.0 else logits, dim=-1)
         logprobs = log_dist.gather(-1, batch.targets[..., None]).squeeze(-1) * batch.response_mask
         entropy = None
@@ -258,9 +292,12 @@ class Policy(GenerationMixin, ScoringMixin):
         """(B, H) float32 last hidden state at each prompt's last token (the state s_t, for a critic)."""
         input_ids, attention = pad_tokens(prompts, self.pad_id)
         last = torch.tensor([len(p) - 1 for p in prompts], device=self.device)
+        def decode(model: nn.Module) -> torch.Tensor:
+            ids, mask = input_ids.to(self.device), attention.to(self.device)
+            return model.get_decoder()(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state
+
         with self.acting(False) as model, self.autocast():
-            hidden = model.get_decoder()(input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device),
-                                         use_cache=False).last_hidden_state
+            hidden = sharding.root_call(model, decode, model)  # fsdp: root unit gathered
         return hidden[torch.arange(len(prompts), device=self.device), last].float()
 
     @contextlib.contextmanager
@@ -276,18 +313,37 @@ class Policy(GenerationMixin, ScoringMixin):
 
     def save(self, directory: Path) -> None:
         """Write the trained weights (the LoRA adapter, or the full model) as safetensors, atomically:
-        a temporary folder beside ``directory`` renamed over it."""
+        a temporary folder beside ``directory`` renamed over it. Sharded (fsdp), every process must call
+        it: the weights are gathered, and the first process writes them."""
         from gagpo_core.atomic import atomic_write_dir
 
+        gathered = self._gathered_weights() if self.sharded else None
+
         def write(tmp: Path) -> None:
-            if self.cfg.lora:
-                self.model.save_pretrained(str(tmp))  # adapter_config.json + adapter_model.safetensors
+            if self.cfg.lora:  # adapter_config.json + adapter_model.safetensors
+                self.model.save_pretrained(str(tmp), **({} if gathered is None else {"state_dict": gathered}))
+            elif gathered is not None:
+                from safetensors.torch import save_file
+
+                save_file(gathered, str(tmp / FULL_WEIGHTS_FILE))
             else:
                 from safetensors.torch import save_model
 
                 save_model(self.model, str(tmp / FULL_WEIGHTS_FILE))
 
-        atomic_write_dir(directory, write)
+        if not self.sharded or self.shard_ctx.is_main:
+            atomic_write_dir(directory, write)
+
+    def _gathered_weights(self) -> dict[str, torch.Tensor]:
+        """The full trained weights of a sharded policy on the CPU of the first process ({} on the
+        others): the adapters (LoRA), or every weight keyed as ``save_model`` writes them (a tied output
+        projection once)."""
+        if self.cfg.lora:
+            return sharding.full_state_dict(self.model, self.shard_ctx, keys=lambda k: "lora_" in k)
+        weights = sharding.full_state_dict(self.model, self.shard_ctx)
+        if getattr(self.model.config, "tie_word_embeddings", False):
+            weights.pop("lm_head.weight", None)
+        return {k: v.contiguous() for k, v in weights.items()}
 
     def load_weights(self, directory: Path) -> None:
         """Load weights written by ``save`` into this policy."""

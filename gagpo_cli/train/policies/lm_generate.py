@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from gagpo_cli.train import sharding
 from gagpo_cli.train.policies.padding import pad_tokens
 
 
@@ -58,7 +59,8 @@ def sample_tokens(logits: torch.Tensor, temperature: float,
 
 class GenerationMixin:
     """``generate`` for ``lm.Policy``, which provides ``base_model``, ``tokenizer``, ``pad_id``,
-    ``eos_ids``, ``device``, ``autocast()`` and the forward keyword names ``cache_arg`` / ``keep_arg``."""
+    ``eos_ids``, ``device``, ``autocast()``, the forward keyword names ``cache_arg`` / ``keep_arg`` and
+    ``shard_ctx`` (the processes a sharded model spans)."""
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], *, temperature: float, max_new_tokens: int,
@@ -69,6 +71,11 @@ class GenerationMixin:
         ``max_new_tokens``; finished rows leave the batch (their cache rows are dropped).
         Temperature 0 is greedy. Deterministic for a given ``generator`` state. Each sampled token's
         log-prob at the temperature is kept in ``Generation.logprobs``.
+
+        Sharded over several processes (fsdp), every process must call it (with its own prompts, possibly
+        none): each loop iteration makes exactly one forward on every process until no process has a
+        row left, a process whose rows are done making idle one-token passes (transformers'
+        ``synced_gpus`` pattern), as every forward gathers the weights from all processes.
         """
         if temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {temperature}")
@@ -77,44 +84,64 @@ class GenerationMixin:
         n = len(prompts)
         responses: list[list[int]] = [[] for _ in range(n)]
         logprobs: list[list[float]] | None = None if temperature == 0 else [[] for _ in range(n)]
-        truncated = [False] * n
-        if n == 0 or max_new_tokens <= 0:
-            return self._generations(prompts, responses, [max_new_tokens <= 0] * n, logprobs)
+        truncated = [max_new_tokens <= 0] * n
+        if (n > 0 and max_new_tokens > 0) or self.shard_ctx.enabled:
+            with self.autocast():
+                self._decode(prompts, responses, logprobs, truncated, temperature, max_new_tokens, generator)
+        return self._generations(prompts, responses, truncated, logprobs)
 
-        input_ids, mask = pad_tokens(prompts, self.pad_id, left=True)
-        input_ids, mask = input_ids.to(self.device), mask.to(self.device)
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        eos = torch.tensor(self.eos_ids, device=self.device)
+    def _decode(self, prompts: list[list[int]], responses: list[list[int]],
+                logprobs: list[list[float]] | None, truncated: list[bool], temperature: float,
+                max_new_tokens: int, generator: torch.Generator | None) -> None:
+        """``generate``'s loop: fills ``responses``, ``logprobs`` and ``truncated`` in place. One forward
+        per iteration; a sharded model's processes iterate until none is busy (idle passes)."""
+        n = len(prompts)
+        busy = n > 0 and max_new_tokens > 0
+        ctx = self.shard_ctx
         model = self.base_model
-        cache = new_cache(model)
-        live = torch.arange(n, device=self.device)  # original row of each current batch row
-        next_pos = positions[:, -1] + 1
-        with self.autocast():
+        if busy:
+            input_ids, mask = pad_tokens(prompts, self.pad_id, left=True)
+            input_ids, mask = input_ids.to(self.device), mask.to(self.device)
+            positions = (mask.cumsum(-1) - 1).clamp(min=0)
+            eos = torch.tensor(self.eos_ids, device=self.device)
+            cache = new_cache(model)
+            live = torch.arange(n, device=self.device)  # original row of each current batch row
+            next_pos = positions[:, -1] + 1
             out = model(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True,
                         **{self.cache_arg: cache, self.keep_arg: 1})
-            for step in range(max_new_tokens):
-                token, token_logp = sample_tokens(out.logits[:, -1, :], temperature, generator)
-                for row, tok in zip(live.tolist(), token.tolist(), strict=True):
-                    responses[row].append(tok)
-                if logprobs is not None:
-                    for row, lp in zip(live.tolist(), token_logp.tolist(), strict=True):
-                        logprobs[row].append(lp)
-                done = torch.isin(token, eos)
-                if step == max_new_tokens - 1:
-                    for row in live[~done].tolist():
-                        truncated[row] = True
-                    break
-                if done.all():
-                    break
-                if done.any():  # drop finished rows from the batch and the cache
-                    keep = (~done).nonzero().squeeze(-1)
-                    cache.batch_select_indices(keep)
-                    live, token, mask, next_pos = live[keep], token[keep], mask[keep], next_pos[keep]
-                mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
-                out = model(input_ids=token[:, None], attention_mask=mask, position_ids=next_pos[:, None],
-                            use_cache=True, **{self.cache_arg: cache})
-                next_pos = next_pos + 1
-        return self._generations(prompts, responses, truncated, logprobs)
+        else:
+            sharding.idle_pass(model, backward=False)
+        step = 0
+        while sharding.any_busy(busy, ctx):  # one process: while this one generates
+            if not busy:  # sharded: the others still generate; this iteration's forward with them
+                sharding.idle_pass(model, backward=False)
+                step += 1
+                continue
+            token, token_logp = sample_tokens(out.logits[:, -1, :], temperature, generator)
+            for row, tok in zip(live.tolist(), token.tolist(), strict=True):
+                responses[row].append(tok)
+            if logprobs is not None:
+                for row, lp in zip(live.tolist(), token_logp.tolist(), strict=True):
+                    logprobs[row].append(lp)
+            done = torch.isin(token, eos)
+            if step == max_new_tokens - 1:
+                for row in live[~done].tolist():
+                    truncated[row] = True
+            busy = not (step == max_new_tokens - 1 or bool(done.all()))
+            if not busy:
+                if ctx.enabled:
+                    sharding.idle_pass(model, backward=False)
+                step += 1
+                continue
+            if done.any():  # drop finished rows from the batch and the cache
+                keep = (~done).nonzero().squeeze(-1)
+                cache.batch_select_indices(keep)
+                live, token, mask, next_pos = live[keep], token[keep], mask[keep], next_pos[keep]
+            mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
+            out = model(input_ids=token[:, None], attention_mask=mask, position_ids=next_pos[:, None],
+                        use_cache=True, **{self.cache_arg: cache})
+            next_pos = next_pos + 1
+            step += 1
 
     def _generations(self, prompts, responses, truncated, logprobs) -> list[Generation]:
         return [Generation(prompt_ids=list(p), response_ids=r, truncated=t,
