@@ -237,6 +237,23 @@ def export_command(
     run_export(run_dir, out, iteration, adapter_only, dtype)
 
 
+@app.command("plan")
+def plan_command(
+    experiment: Annotated[str | None, typer.Argument(help="Experiment YAML file or built-in name.")] = None,
+    model: Annotated[str | None, typer.Option(help="Model: a local folder (config.json) or a known name.")] = None,
+    lora: Annotated[bool | None, typer.Option("--lora/--full", help="LoRA adapter or full fine-tuning.")] = None,
+    gpus: Annotated[str, typer.Option(help="GPU counts, one row each, e.g. 1,2,4,8.")] = "1,2,4,8",
+    gpu_gib: Annotated[float | None, typer.Option(help="Memory per GPU (default: the visible GPU's, else 80).")]
+    = None,
+    parallel: Annotated[str | None, typer.Option(help="ddp | fsdp (model.parallel).")] = None,
+    sets: Annotated[list[str] | None, typer.Option("--set", help="KEY=VALUE config override, repeatable.")] = None,
+) -> None:
+    """Print the memory per GPU of an experiment for each GPU count, whether it fits, and what would."""
+    from gagpo_cli.plan import plan_command as run_plan
+
+    run_plan(experiment, model, lora, gpus, gpu_gib, parallel, sets or [])
+
+
 def _click_exception_types() -> tuple[type[BaseException], ...]:
     """Command-line parsing errors: typer's vendored click (typer >= 0.2x) and click itself."""
     import click

@@ -201,6 +201,11 @@ CASES = [
     ("export-unknown-iteration", ["export", "runs/done", "--out", "exported", "--iteration", "5"],
      ["no checkpoint of iteration 5"], "in"),
     ("export-out-not-empty", ["export", "runs/done", "--out", "runs"], ["not an empty folder"], "in"),
+    # plan (memory per GPU)
+    ("plan-bad-gpu-counts", ["plan", "quickstart", "--gpus", "1,two"], ["--gpus", "1,2,4,8"], "in"),
+    ("plan-unknown-model-shape", ["plan", "quickstart", "--model", "org/unknown-7b"],
+     ["no shape known", "org/unknown-7b"], "in"),
+    ("plan-unknown-parallel", ["plan", "quickstart", "--parallel", "zero3"], ["model.parallel", "fsdp"], "in"),
     # ablate and report (sweeps over runs)
     ("ablate-unknown-sweep", ["ablate", "no-such-sweep"], ["no-such-sweep"], "in"),
     ("ablate-unknown-preset", ["ablate", "--preset", "table9"], ["table9"], "in"),

@@ -1,0 +1,91 @@
+"""``gagpo plan``: the memory plan of an experiment per GPU count, before renting the GPUs.
+
+One row per GPU count: the bytes per GPU of each part (``train/memory_plan.py``: weights, gradients,
+optimizer, reference copy, activations and logits of one micro-batch), the exact part (what the model's
+shape fixes) and whether it fits the GPU; under the table, for each count that does not fit, the
+settings that would.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gagpo_cli.config import PARALLEL_MODES, load_config
+from gagpo_cli.errors import UsageError
+from gagpo_cli.train.memory_plan import GIB, fitting_alternatives, plan, settings_of, shape_of
+
+DEFAULT_GPUS = (1, 2, 4, 8)
+DEFAULT_GPU_GIB = 80.0
+HEADERS = ("weights", "grads", "optim", "ref", "activ", "logits", "exact", "total")  # GiB per GPU
+
+
+def parse_gpus(text: str) -> list[int]:
+    """``1,2,4,8`` -> [1, 2, 4, 8]; a ``UsageError`` for anything but positive whole numbers."""
+    try:
+        counts = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        counts = []
+    if not counts or any(c < 1 for c in counts):
+        raise UsageError(f"--gpus takes GPU counts separated by commas, e.g. 1,2,4,8; got '{text}'")
+    return counts
+
+
+def plan_table(experiment: str | None, overrides: list[str], gpus: list[int], gpu_gib: float) -> list[str]:
+    """The lines ``gagpo plan`` prints (see the module docstring)."""
+    if gpu_gib <= 0:
+        raise UsageError(f"--gpu-gib must be > 0, got {gpu_gib}")
+    cfg = load_config(experiment, overrides)
+    if cfg.model.parallel not in PARALLEL_MODES:
+        raise UsageError(f"--parallel (model.parallel) must be one of {', '.join(PARALLEL_MODES)}, "
+                         f"got '{cfg.model.parallel}'")
+    shape = shape_of(cfg.model.name)
+    gpu_bytes = gpu_gib * GIB
+    mode = "LoRA" if cfg.model.lora else "full fine-tuning"
+    lines = [f"memory plan of {cfg.model.name} ({mode}, model.parallel {cfg.model.parallel}, token budget "
+             f"{cfg.optim.token_budget}) per GPU of {gpu_gib:g} GiB, in GiB:",
+             f"{'gpus':>4}  " + "  ".join(f"{h:>8}" for h in HEADERS) + "  fits"]
+    advice = []
+    for n in gpus:
+        settings = settings_of(cfg, n)
+        p = plan(shape, settings)
+        cells = "  ".join(f"{v / GIB:8.1f}" for v in (*p.parts().values(), p.exact, p.total))
+        fits = "yes" if p.total <= gpu_bytes else "exact" if p.exact <= gpu_bytes else "no"
+        lines.append(f"{n:>4}  {cells}  {fits}")
+        if p.exact > gpu_bytes:
+            found = fitting_alternatives(shape, settings, gpu_bytes, max_processes=max(gpus))
+            advice.append(f"{n} GPU(s): " + ("; ".join(found) if found else "no setting tried fits"))
+        elif p.total > gpu_bytes and not settings.activation_checkpointing:
+            lighter = plan(shape, replace(settings, activation_checkpointing=True))
+            if lighter.total <= gpu_bytes:
+                advice.append(f"{n} GPU(s): model.activation_checkpointing=true (activations "
+                              f"{lighter.activations / GIB:.1f} GiB, total {lighter.total / GIB:.1f})")
+    if advice:
+        lines.append("settings that would fit:")
+        lines += [f"  {a}" for a in advice]
+    lines.append("exact = weights + gradients + optimizer + reference, fixed by the model's shape; "
+                 "activations and logits: estimates for one micro-batch; fits: yes (total), exact (the "
+                 "exact part only), no")
+    return lines
+
+
+def plan_command(experiment: str | None, model: str | None, lora: bool | None, gpus: str,
+                 gpu_gib: float | None, parallel: str | None, sets: list[str]) -> None:
+    """``gagpo plan``: print ``plan_table`` for the experiment and the flags (``--gpu-gib`` default: the
+    visible GPU's memory, else 80)."""
+    overrides = list(sets)
+    for key, value in (("model.name", model), ("model.parallel", parallel)):
+        if value is not None:
+            overrides.append(f"{key}={value}")
+    if lora is not None:
+        overrides.append(f"model.lora={str(lora).lower()}")
+    for line in plan_table(experiment, overrides, parse_gpus(gpus), gpu_gib or _visible_gpu_gib()):
+        print(line)
+
+
+def _visible_gpu_gib() -> float:
+    """The memory of the first visible GPU in GiB, else ``DEFAULT_GPU_GIB``."""
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_properties(0).total_memory / GIB
+    return DEFAULT_GPU_GIB
