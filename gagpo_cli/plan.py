@@ -12,7 +12,15 @@ from dataclasses import replace
 
 from gagpo_cli.config import PARALLEL_MODES, load_config
 from gagpo_cli.errors import UsageError
-from gagpo_cli.train.memory_plan import GIB, fitting_alternatives, plan, settings_of, shape_of
+from gagpo_cli.train.memory_plan import (
+    GIB,
+    ModelShape,
+    PlanSettings,
+    fitting_alternatives,
+    plan,
+    settings_of,
+    shape_of,
+)
 
 DEFAULT_GPUS = (1, 2, 4, 8)
 DEFAULT_GPU_GIB = 80.0
@@ -54,11 +62,8 @@ def plan_table(experiment: str | None, overrides: list[str], gpus: list[int], gp
         if p.exact > gpu_bytes:
             found = fitting_alternatives(shape, settings, gpu_bytes, max_processes=max(gpus))
             advice.append(f"{n} GPU(s): " + ("; ".join(found) if found else "no setting tried fits"))
-        elif p.total > gpu_bytes and not settings.activation_checkpointing:
-            lighter = plan(shape, replace(settings, activation_checkpointing=True))
-            if lighter.total <= gpu_bytes:
-                advice.append(f"{n} GPU(s): model.activation_checkpointing=true (activations "
-                              f"{lighter.activations / GIB:.1f} GiB, total {lighter.total / GIB:.1f})")
+        elif p.total > gpu_bytes:
+            advice.append(f"{n} GPU(s): " + _lighter_micro_batches(shape, settings, gpu_bytes))
     if advice:
         lines.append("settings that would fit:")
         lines += [f"  {a}" for a in advice]
@@ -66,6 +71,23 @@ def plan_table(experiment: str | None, overrides: list[str], gpus: list[int], gp
                  "activations and logits: estimates for one micro-batch; fits: yes (total), exact (the "
                  "exact part only), no")
     return lines
+
+
+def _lighter_micro_batches(shape: ModelShape, settings: PlanSettings, gpu_bytes: float) -> str:
+    """For a plan whose exact part fits but whose estimate does not: activation checkpointing, and the
+    largest token budget (a power of two) with which the estimate fits."""
+    change = "" if settings.activation_checkpointing else "model.activation_checkpointing=true"
+    lighter = replace(settings, activation_checkpointing=True)
+    budget = settings.token_budget
+    while plan(shape, replace(lighter, token_budget=budget)).total > gpu_bytes and budget > 256:
+        budget //= 2
+    p = plan(shape, replace(lighter, token_budget=budget))
+    if p.total > gpu_bytes:
+        return "no lighter micro-batch tried fits"
+    if budget != settings.token_budget:
+        change = f"{change} and optim.token_budget={budget}" if change else f"optim.token_budget={budget}"
+    return (f"{change} (activations {p.activations / GIB:.1f} GiB, logits {p.logits / GIB:.1f}, "
+            f"total {p.total / GIB:.1f})")
 
 
 def plan_command(experiment: str | None, model: str | None, lora: bool | None, gpus: str,
