@@ -211,3 +211,17 @@ def test_a_sharded_training_run_resumes_to_the_uninterrupted_metrics(two_ranks):
     for a, b in zip(straight, resumed, strict=True):
         same = {k for k in a if not k.startswith(("timing/", "perf/"))}
         assert same and {k: a[k] for k in same} == {k: b[k] for k in same}
+
+
+def test_activation_checkpointing_keeps_the_one_process_update():
+    """``model.activation_checkpointing`` (one process: the only change ``shard`` makes) recomputes each
+    decoder layer in backward: the same update."""
+    plain = _updater("lora", Dist())
+    checkpointed = _updater("lora", Dist())
+    checkpointed.policy.shard(Dist(), dataclasses.replace(FSDP, activation_checkpointing=True))
+    model = checkpointed.policy.base_model
+    assert getattr(model, "is_activation_checkpointing", None) or model.is_gradient_checkpointing
+    metrics = [u.update(_batch()) for u in (plain, checkpointed)]
+    assert metrics[0]["actor/grad_norm"] == pytest.approx(metrics[1]["actor/grad_norm"], rel=1e-6)
+    for a, b in zip(plain.params, checkpointed.params, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
