@@ -159,12 +159,15 @@ def train_command(
 
 @app.command("ablate")
 def ablate_command(
-    sweep: Annotated[str | None, typer.Argument(help="Sweep file or name (experiments/sweeps/), or a base experiment.")] = None,
+    sweep: Annotated[str | None, typer.Argument(
+        help="Sweep file or name (experiments/sweeps/), or a base experiment.")] = None,
     grid: Annotated[list[str] | None, typer.Option(help=(
         "Axes, repeatable: lambda,norm (default values) | lambda=0,0.8,1 | optim.lr=1e-6,3e-6; axes: lambda, norm, "
         "gamma, estimator, env, model, lora, seed, or any dotted config key."))] = None,
-    preset: Annotated[str | None, typer.Option(help="table1 (methods x environments) or table2 (GAGPO ablations).")] = None,
-    seeds: Annotated[int | None, typer.Option(help="Seeds per cell: 0..N-1 (default: the sweep file's, else 1).")] = None,
+    preset: Annotated[str | None, typer.Option(
+        help="table1 (methods x environments) or table2 (GAGPO ablations).")] = None,
+    seeds: Annotated[int | None, typer.Option(
+        help="Seeds per cell: 0..N-1 (default: the sweep file's, else 1).")] = None,
     jobs: Annotated[int, typer.Option(help=(
         "Runs at once (local launcher); each gets at most cores/N threads (a higher train.threads is lowered)."))] = 1,
     launcher: Annotated[str, typer.Option(help="local (child processes) or ray (Ray tasks).")] = "local",
@@ -182,7 +185,8 @@ def ablate_command(
     output_dir: Annotated[str | None, typer.Option(help="Folder holding the sweep folder.")] = None,
     wandb: Annotated[str | None, typer.Option(help="disabled | offline | online.")] = None,
     action_mode: Annotated[str | None, typer.Option("--action-mode", help="generate | score.")] = None,
-    sets: Annotated[list[str] | None, typer.Option("--set", help="KEY=VALUE override of every cell, repeatable.")] = None,
+    sets: Annotated[list[str] | None, typer.Option(
+        "--set", help="KEY=VALUE override of every cell, repeatable.")] = None,
 ) -> None:
     """Run a sweep: one `gagpo train` run per cell and seed in <output_dir>/<sweep>/<cell>/s<seed>/.
 
@@ -202,14 +206,17 @@ def ablate_command(
 @app.command("report")
 def report_command(
     run_dirs: Annotated[list[Path] | None, typer.Argument(
-        help="Run directories and sweep folders, searched recursively (default: runs, the default output_dir).")] = None,
+        help="Run directories and sweep folders, searched recursively "
+             "(default: runs, the default output_dir).")] = None,
     table: Annotated[int | None, typer.Option(help="1: methods x benchmarks; 2: GAGPO and its ablations.")] = None,
-    out: Annotated[Path | None, typer.Option(help="Folder for the CSV / Markdown / LaTeX / PNG files (default: ./report).")] = None,
+    out: Annotated[Path | None, typer.Option(
+        help="Folder for the CSV / Markdown / LaTeX / PNG files (default: ./report).")] = None,
     paper: Annotated[bool, typer.Option(help="Add the published rows (marked, never mixed with measured).")] = False,
     figures: Annotated[bool, typer.Option(
         help="Write PNG figures: training and evaluation curves with bands, interval plots.")] = False,
     baseline: Annotated[str | None, typer.Option(
-        help="Reference row for P(improvement) and paired differences (default: GRPO in Table 1, GAGPO in Table 2).")] = None,
+        help="Reference row for P(improvement) and paired differences "
+             "(default: GRPO in Table 1, GAGPO in Table 2).")] = None,
 ) -> None:
     """Aggregate finished runs over seeds into tables and figures: mean [95 % bootstrap interval], std, n,
     IQM, probability of improvement over --baseline, paired differences, area under the evaluation curve."""

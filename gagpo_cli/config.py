@@ -1,8 +1,8 @@
 """Typed experiment configuration: YAML files, command-line overrides, the resolved config of a run.
 
 Defaults are the paper's training settings, the same values as the paper's files
-``experiments/{alfworld,webshop}-{gagpo,gigpo}.yaml`` (docs/algorithms.md#rewards-and-penalties): 16 tasks x 8 rollouts, 512 new
-tokens, temperature 1.0 / 0.4, lr 1e-6, clip 0.2, KL 0.01, entropy 0.001, 1 epoch, 160 iterations,
+``experiments/{alfworld,webshop}-{gagpo,gigpo}.yaml`` (docs/algorithms.md#rewards-and-penalties): 16 tasks
+x 8 rollouts, 512 new tokens, temperature 1.0 / 0.4, lr 1e-6, clip 0.2, KL 0.01, entropy 0.001, 1 epoch, 160 iterations,
 an evaluation of 128 episodes every 10 iterations, a checkpoint every 10. Where the built-in
 defaults differ from those files, on purpose:
 - ``model``: SmolLM2-135M-Instruct with LoRA (pulled through pip, runs anywhere) instead of the
@@ -12,10 +12,10 @@ defaults differ from those files, on purpose:
   WebShop 15);
 - ``estimator.options``: empty, i.e. the estimator's defaults, which are the paper's (GAGPO gamma
   0.95, lambda 0.8; GiGPO mean_std_norm, the ALFWorld setting; its WebShop file says mean_norm).
-docs/algorithms.md#rewards-and-penalties gives "150-160 iterations": the files and these defaults take 160 and evaluate every 10.
-A file or override may set any field by its
-dotted path (``optim.lr``); an unknown or mistyped key, or a value of the wrong type, is a
-``UsageError`` naming the key and where it came from.
+docs/algorithms.md#rewards-and-penalties gives "150-160 iterations": the files and these defaults take
+160 and evaluate every 10. A file or override may set any field by its dotted path (``optim.lr``);
+an unknown or mistyped key, or a value of the wrong type, is a ``UsageError`` naming the key and
+where it came from.
 """
 
 from __future__ import annotations
@@ -92,9 +92,12 @@ class RolloutConfig:
     eval_temperature: float = 0.4
     max_new_tokens: int = 512
     success_reward: float = 10.0  # docs/algorithms.md#rewards-and-penalties: 10 x success at the final step
-    reward: str = "success"  # success (docs/algorithms.md#rewards-and-penalties) | score: success_reward x the raw final score (WebShop's own RL reward)
+    # success (docs/algorithms.md#rewards-and-penalties) | score: success_reward x the raw final score
+    # (WebShop's own RL reward)
+    reward: str = "success"
     invalid_penalty: float = 0.1  # docs/algorithms.md#rewards-and-penalties: minus 0.1 on a malformed step
-    action_mode: str = "generate"  # generate (the paper's: the model writes the action) | score (rank the admissible actions)
+    # generate (the paper's: the model writes the action) | score (rank the admissible actions)
+    action_mode: str = "generate"
     # score mode: an action's log-likelihood (its tokens and the closing </action>) divided by the action's own
     # token count (token, TWOSOME), its word count (word) or 1 (none)
     score_norm: str = "token"
@@ -224,7 +227,8 @@ def _apply(obj: Any, data: dict[str, Any], where: str, prefix: str = "") -> None
         if key not in names:
             close = closest(str(key), names)
             hint = f" (did you mean '{prefix}{close}'?)" if close else ""
-            raise UsageError(f"{where}: unknown key '{dotted}'{hint}; valid keys: {', '.join(prefix + n for n in names)}")
+            valid = ", ".join(prefix + n for n in names)
+            raise UsageError(f"{where}: unknown key '{dotted}'{hint}; valid keys: {valid}")
         current = getattr(obj, key)
         if dataclasses.is_dataclass(current):
             if not isinstance(value, dict):

@@ -116,10 +116,8 @@ def _fixed_option_matches(product: Product, goal: Goal, chosen: dict[str, str]) 
     matches = 0
     for name, value in chosen.items():
         value = normalize_color(value)
-        if name.lower() in EXACT_MATCH_OPTIONS:
-            matched = value in wanted
-        else:
-            matched = any(fuzzy_match(w, value) for w in wanted)
+        exact = name.lower() in EXACT_MATCH_OPTIONS
+        matched = value in wanted if exact else any(fuzzy_match(w, value) for w in wanted)
         if matched or _in_text(value, product):
             matches += 1
     return min(matches, len(goal.goal_options))

@@ -170,10 +170,9 @@ def plan(shape: ModelShape, s: PlanSettings) -> MemoryPlan:
         gathered = 4.0 * shape.layer_parameters() + (2.0 if s.lora else 4.0) * shape.root_parameters()
     h, kv, i = shape.hidden, shape.kv_dim, shape.intermediate
     per_token_layer = 2 * (8 * h + 2 * kv + 4 * i)
-    if s.activation_checkpointing:
-        per_token = 2 * h * shape.layers + per_token_layer
-    else:
-        per_token = per_token_layer * shape.layers
+    # checkpointing keeps each layer's input and recomputes one layer at a time
+    per_token = (2 * h * shape.layers + per_token_layer if s.activation_checkpointing
+                 else per_token_layer * shape.layers)
     offloaded = s.offload_optimizer and s.parallel == "fsdp" and s.processes > 1  # one process: no shards
     return MemoryPlan(weights=weights * share + gathered, gradients=4.0 * trained * share,
                       optimizer=0.0 if offloaded else 8.0 * trained * share,

@@ -204,7 +204,8 @@ def _iteration(cfg: ExperimentConfig, iteration: int, policy: Any, pool: Any, es
     estimate = estimator.estimate(rollout.step_batch(values, estimator.requires, iteration=iteration,
                                                      total_iterations=cfg.train.iterations))
     for i, sample in enumerate(samples):
-        sample.advantage = float(estimate.advantages[i])  # every token of the action shares it (docs/algorithms.md#step-batch)
+        # every token of the action shares it (docs/algorithms.md#step-batch)
+        sample.advantage = float(estimate.advantages[i])
         if estimate.returns is not None:
             sample.value_target = float(estimate.returns[i])
     estimate_s = time.perf_counter() - began
