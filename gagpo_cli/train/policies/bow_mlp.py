@@ -35,7 +35,7 @@ import itertools
 import re
 import zlib
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from itertools import repeat
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from gagpo_cli.train.policies.scoring import ScoreInput, ScoreOutput
+from gagpo_cli.train.policies.training_mode import training
 
 WEIGHTS_FILE = "model.safetensors"
 BUCKETS = 1 << 18  # hash space of the sparse linear term's features
@@ -578,13 +579,8 @@ class FeaturisedPolicy:
     def trainable_parameters(self) -> list[nn.Parameter]:
         return [p for p in self.model.parameters() if p.requires_grad]
 
-    @contextlib.contextmanager
-    def train_mode(self) -> Iterator[None]:
-        self.model.train()
-        try:
-            yield
-        finally:
-            self.model.eval()
+    def train_mode(self) -> contextlib.AbstractContextManager[None]:
+        return training(self.model)
 
     def save(self, directory: Path) -> None:
         """Write the weights as ``model.safetensors`` into ``directory`` (replaced atomically)."""

@@ -33,6 +33,7 @@ from gagpo_cli.train.policies.final_logits import final_logits_map
 from gagpo_cli.train.policies.lm_generate import GenerationMixin, forward_kwarg_names
 from gagpo_cli.train.policies.lm_score import ScoringMixin
 from gagpo_cli.train.policies.padding import lengths_mask, pad_tokens
+from gagpo_cli.train.policies.training_mode import training
 
 ADAPTER_FILE = "adapter_model.safetensors"
 FULL_WEIGHTS_FILE = "model.safetensors"
@@ -300,14 +301,9 @@ class Policy(GenerationMixin, ScoringMixin):
             hidden = sharding.root_call(model, decode, model)  # fsdp: root unit gathered
         return hidden[torch.arange(len(prompts), device=self.device), last].float()
 
-    @contextlib.contextmanager
-    def train_mode(self) -> Iterator[None]:
+    def train_mode(self) -> contextlib.AbstractContextManager[None]:
         """Training mode (LoRA dropout active) for the duration of a gradient pass."""
-        self.model.train()
-        try:
-            yield
-        finally:
-            self.model.eval()
+        return training(self.model)
 
     # ------------------------------------------------------------------------------ weights
 
