@@ -11,6 +11,7 @@ from unittest import mock
 import torch
 
 from gagpo_cli.app import main
+from gagpo_cli.train.learning.generate_update import GenerateSample
 from gagpo_cli.train.policies.bow_mlp import FeaturisedPolicy
 
 
@@ -40,3 +41,19 @@ def perturbed_bow_mlp() -> FeaturisedPolicy:
         for p in policy.model.parameters():
             p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
     return policy
+
+
+def random_generate_batch(rows: int, *, value_targets: bool) -> list[GenerateSample]:
+    """``rows`` generate-mode update rows (seeded): random prompts and responses of various lengths (row 4
+    without a response), advantages, rollout log-probs and, if asked, value targets."""
+    g = torch.Generator().manual_seed(0)
+    out = []
+    for i in range(rows):
+        prompt = torch.randint(3, 500, (int(torch.randint(3, 12, (1,), generator=g)),), generator=g).tolist()
+        length = 0 if i == 4 else int(torch.randint(1, 7, (1,), generator=g))
+        response = torch.randint(3, 500, (length,), generator=g).tolist()
+        advantage = float(torch.randn(1, generator=g))
+        value_target = float(torch.randn(1, generator=g)) if value_targets else None
+        out.append(GenerateSample(prompt, response, advantage=advantage, value_target=value_target,
+                                  rollout_logprobs=[-1.0 - 0.1 * j for j in range(length)]))
+    return out

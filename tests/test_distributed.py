@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from support import perturbed_bow_mlp
+from support import perturbed_bow_mlp, random_generate_batch
 from tiny_model import tiny_policy
 
 from estimators import get_estimator
@@ -27,17 +27,8 @@ OPTIM = OptimConfig(lr=1e-2, kl_coef=0.05, entropy_coef=0.01, epochs=2, token_bu
 
 
 def _batch() -> list[GenerateSample]:
-    """GROUPS x K rows of random prompts/responses (various lengths, one empty response) with advantages."""
-    g = torch.Generator().manual_seed(0)
-    rows = []
-    for i in range(GROUPS * K):
-        prompt = torch.randint(3, 500, (int(torch.randint(3, 12, (1,), generator=g)),), generator=g).tolist()
-        length = 0 if i == 4 else int(torch.randint(1, 7, (1,), generator=g))
-        response = torch.randint(3, 500, (length,), generator=g).tolist()
-        rows.append(GenerateSample(prompt, response, advantage=float(torch.randn(1, generator=g)),
-                               value_target=float(torch.randn(1, generator=g)),
-                               rollout_logprobs=[-1.0 - 0.1 * j for j in range(length)]))
-    return rows
+    """GROUPS x K generate-mode rows (tests/support.py) with value targets."""
+    return random_generate_batch(GROUPS * K, value_targets=True)
 
 
 MINI_BATCHES = 4  # "-m4" cases: 6 rows per rank, dealt by rank they would form other mini-batches

@@ -127,15 +127,16 @@ def all_reduce_grads(params: Sequence[torch.nn.Parameter], ctx: Dist) -> None:
     all_reduce_sum([p.grad for p in params], ctx)
 
 
-def _collective_device() -> torch.device:
-    return torch.device("cuda") if dist.get_backend() == "nccl" else torch.device("cpu")
+def collective_device() -> torch.device:
+    """Where a collective's tensors live: this rank's GPU under NCCL, else the CPU."""
+    return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
 
 
 def sum_counts(values: Sequence[float], ctx: Dist) -> list[float]:
     """Sum of each value over ranks (float64), e.g. the batch's action and token counts."""
     if not ctx.enabled:
         return [float(v) for v in values]
-    t = torch.tensor(list(values), dtype=torch.float64, device=_collective_device())
+    t = torch.tensor(list(values), dtype=torch.float64, device=collective_device())
     dist.all_reduce(t, op=dist.ReduceOp.SUM)
     return [float(v) for v in t.tolist()]
 
@@ -145,7 +146,7 @@ def agree_any(flags: Sequence[bool], ctx: Dist) -> list[bool]:
     every rank must call it with the same number of flags)."""
     if not ctx.enabled:
         return [bool(f) for f in flags]
-    t = torch.tensor([int(f) for f in flags], device=_collective_device())
+    t = torch.tensor([int(f) for f in flags], device=collective_device())
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return [bool(v) for v in t.tolist()]
 

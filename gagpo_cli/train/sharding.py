@@ -49,7 +49,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from gagpo_cli.train.distributed import Dist, agree_stop, barrier
+from gagpo_cli.train.distributed import Dist, agree_stop, barrier, collective_device
 
 T = TypeVar("T")
 
@@ -182,7 +182,7 @@ def agreed_count(local_count: int, ctx: Dist) -> int:
     """The largest ``local_count`` over ranks: how many micro-batches (forwards) every rank runs."""
     if not ctx.enabled:
         return int(local_count)
-    t = torch.tensor([int(local_count)], dtype=torch.int64, device=_collective_device())
+    t = torch.tensor([int(local_count)], dtype=torch.int64, device=collective_device())
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return int(t.item())
 
@@ -192,9 +192,6 @@ def any_busy(busy: bool, ctx: Dist) -> bool:
     collective per call; every rank calls it once per step)."""
     return agree_stop(busy, ctx)
 
-
-def _collective_device() -> torch.device:
-    return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
 
 
 def idle_pass(model: nn.Module, *, backward: bool) -> None:
