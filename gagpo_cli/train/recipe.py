@@ -26,7 +26,6 @@ ranks' newest checkpoints differ is refused.
 
 from __future__ import annotations
 
-import gc
 import random
 import time
 from pathlib import Path
@@ -61,6 +60,7 @@ from gagpo_cli.train.checkpoint import (
     restore_rng,
     save_checkpoint,
 )
+from gagpo_cli.train.collector import loop_collector
 from gagpo_cli.train.evaluation import evaluate_baseline, evaluate_policy, write_eval_record, write_final_eval
 from gagpo_cli.train.memory_plan import check_before_training
 from gagpo_cli.train.policies.kinds import load_policy, policy_kind
@@ -147,10 +147,9 @@ def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, estimator: Any, p
     evaluation: dict[str, Any] | None = None
     if start == 0 and cfg.train.eval_every and cfg.train.eval_episodes:  # the run's own baseline
         evaluate_baseline(cfg, run_dir, engine, pool, eval_split, ctx)
-    gc.collect()  # what exists now (policy, pool, caches) lives through the loop: the cyclic garbage
-    gc.freeze()  # collector need not rescan it at every full collection (a quarter of a lab iteration)
     try:
-        with stop_on_sigint() as stop, RunProgress(cfg.train.iterations, start, estimate) as run_progress:
+        with (loop_collector(), stop_on_sigint() as stop,
+              RunProgress(cfg.train.iterations, start, estimate) as run_progress):
             for iteration in range(start + 1, cfg.train.iterations + 1):
                 rng_before = capture_rng()
                 try:
@@ -171,7 +170,6 @@ def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, estimator: Any, p
                     raise stopped_by(failure, run_dir, saved)
     finally:
         records.close()
-        gc.unfreeze()
     _final_evaluation(cfg, run_dir, engine, pool, eval_split, evaluation, ctx)
     return run_dir
 
