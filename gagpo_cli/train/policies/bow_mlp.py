@@ -242,6 +242,7 @@ class _FeatureCache:
 
     LIMIT = 200_000
     MEMORY_LIMIT = 50_000  # per-prefix memories: one per step of every episode
+    SLOTS_LIMIT = 1 << 22  # scratch rows for ``_rows``
 
     def __init__(self) -> None:
         self.goals: dict[str, _Goal] = {}
@@ -260,9 +261,20 @@ class _FeatureCache:
         self.past_sets = _Ragged()  # by row of past_rows: the sorted role skeletons (0 when none)
         self.seen: dict[tuple[int, int], np.ndarray] = {}
         self.inputs: dict[tuple, tuple] = {}  # an input's parts, by its content (``_input_key``)
+        self._slots = np.empty(0, dtype=np.int64)
 
     def full(self) -> bool:
         return max(len(self.pairs), len(self.texts), len(self.set_rows), len(self.past_rows)) > self.LIMIT
+
+    def slots(self, size: int = 0) -> np.ndarray | None:
+        """Scratch space for ``_rows``: an int64 array (values undefined) longer than every table and
+        than ``size``; None when ``size`` is too large to be worth it."""
+        if size > self.SLOTS_LIMIT:
+            return None
+        size = max(size, len(self.pairs), len(self.observations), len(self.goal_rows), len(self.past_rows))
+        if len(self._slots) < size:
+            self._slots = np.empty(max(size, 2 * len(self._slots)), dtype=np.int64)
+        return self._slots
 
     def trim(self) -> None:
         """Drop the per-step entries (nothing refers to their rows) when there are many."""
@@ -438,10 +450,27 @@ def _linear_ids(ids: np.ndarray) -> np.ndarray:
     return ids
 
 
-def _rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(distinct keys, row of each key among them)."""
-    distinct, inverse = np.unique(keys, return_inverse=True)
-    return distinct, inverse.reshape(-1)
+def _rows(keys: np.ndarray, slots: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct keys, sorted; row of each key among them): ``np.unique(keys, return_inverse=True)``.
+    ``slots``: when given, an int64 array longer than the largest key (keys >= 0), whose values are
+    overwritten: then the distinct keys are found by scattering into it, and only they are sorted."""
+    if slots is None:
+        distinct, inverse = np.unique(keys, return_inverse=True)
+        return distinct, inverse.reshape(-1)
+    order = np.arange(len(keys))
+    slots[keys] = order  # one position per distinct key wins
+    distinct = np.sort(keys[slots[keys] == order])
+    slots[distinct] = order[:len(distinct)]
+    return distinct, slots[keys]
+
+
+def _pair_rows(a_of: np.ndarray, b_of: np.ndarray, b_count: int, slots: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct pairs (a, b) in lexicographic order, from the rows of a and of b among their sorted
+    distinct values (``a_of``, ``b_of``, ``b_count`` values of b): (row of a, row of b, of each distinct
+    pair; row of each element's pair among them)."""
+    codes, inverse = _rows(a_of * b_count + b_of, slots)  # lexicographic (a, b) is the order of the codes
+    return codes // b_count, codes % b_count, inverse
 
 
 def _input_key(inp: ScoreInput) -> tuple:
@@ -511,27 +540,33 @@ class FeaturisedPolicy:
         own = np.stack([count, _cross(role, count), _cross(role, last),
                         _cross(verb, _SEEN[np.concatenate(seen)])], axis=1)
 
-        pairs, pair = _rows(candidate_pairs)  # distinct (goal, candidate) pairs
-        past_keys, past_bag = _rows(role << 31 | np.repeat(np.array(past_rows, dtype=np.int64), sizes))
-        obs_rows = np.array(obs_rows, dtype=np.int64)
-        obs_keys, obs_bag = _rows(verb << 31 | np.repeat(obs_rows, sizes))
+        slots = cache.slots()
+        pairs, pair = _rows(candidate_pairs, slots)  # distinct (goal, candidate) pairs
+        goal_rows, goal_of = _rows(np.array(goal_rows, dtype=np.int64), slots)  # distinct goals, observations
+        state_rows, state_of = _rows(np.array(obs_rows, dtype=np.int64), slots)
+        # distinct (role skeleton, past skeletons) and (verb, observation), ordered by (hash, row)
+        roles, role_of = _rows(cache.pair_role.values[pairs])
+        verbs, verb_of = _rows(cache.pair_verb.values[pairs])
+        pasts, past_of = _rows(np.array(past_rows, dtype=np.int64), slots)
+        past_role, past_set, past_bag = _pair_rows(role_of[pair], np.repeat(past_of, sizes), len(pasts),
+                                                   cache.slots(len(roles) * len(pasts)))
+        obs_verb, obs_row, obs_bag = _pair_rows(verb_of[pair], np.repeat(state_of, sizes), len(state_rows),
+                                                cache.slots(len(verbs) * len(state_rows)))
         static, static_len = cache.pair_linear.gather(pairs)
-        past_sets, past_len = cache.past_sets.gather(past_keys & 0x7FFFFFFF)
-        heads, head_len = cache.observation_ids.gather(obs_keys & 0x7FFFFFFF, OBS_WORDS)
+        past_sets, past_len = cache.past_sets.gather(pasts[past_set])
+        heads, head_len = cache.observation_ids.gather(state_rows[obs_row], OBS_WORDS)
         # one EmbeddingBag input for the shared linear bags: pairs' static bags, then the two kinds of crosses
         bag_idx = np.concatenate([static,
-                                  _linear_ids(_cross(np.repeat(_cross(past_keys >> 31, _HX), past_len), past_sets)),
-                                  _linear_ids(_cross(np.repeat(obs_keys >> 31, head_len), heads))])
+                                  _linear_ids(_cross(np.repeat(_cross(roles[past_role], _HX), past_len), past_sets)),
+                                  _linear_ids(_cross(np.repeat(verbs[obs_verb], head_len), heads))])
         act_idx, act_len = cache.pair_deep.gather(pairs)
         # the state bag's three parts: per distinct goal, per distinct observation, per input
-        goal_rows, goal_of = _rows(np.array(goal_rows, dtype=np.int64))
-        state_rows, state_of = _rows(obs_rows)
         goal_ids, goal_len = cache.goal_ids.gather(goal_rows)
         obs_ids, obs_len = cache.observation_ids.gather(state_rows)
         recent = _cross(_HS, np.fromiter(itertools.chain.from_iterable(recents), dtype=np.int64))
         recent_len = np.fromiter(map(len, recents), dtype=np.int64, count=len(recents))
         state_idx = np.concatenate([goal_ids, obs_ids, recent]) & (EMBED_BUCKETS - 1)
-        n_pairs, n_past, n_goals, n_obs = len(pairs), len(past_keys), len(goal_rows), len(state_rows)
+        n_pairs, n_past, n_goals, n_obs = len(pairs), len(past_set), len(goal_rows), len(state_rows)
         t = torch.from_numpy
         return {"bag_idx": t(bag_idx), "bag_off": t(_offsets(static_len, past_len, head_len)),
                 "own": t(_linear_ids(own)), "pair_bag": t(pair), "past_bag": t(past_bag + n_pairs),
