@@ -87,7 +87,7 @@ class ScoreUpdater(PolicyUpdater):
     def _prepare(self, samples: list[ScoreSample], group: list[int]) -> ScoreBatch:
         device = self.policy.device
         return ScoreBatch([samples[i].score_input for i in group],
-                          torch.tensor([[samples[i].choice] for i in group], device=device),
+                          torch.tensor([samples[i].choice for i in group], device=device)[:, None],
                           torch.ones((len(group), 1), device=device))
 
     def _reference(self, batch: ScoreBatch) -> torch.Tensor:

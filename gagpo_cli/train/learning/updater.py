@@ -51,6 +51,7 @@ from gagpo_cli.train.learning.planning import (
     skips_zero_advantage,
 )
 from gagpo_cli.train.policies.critic import Critic
+from gagpo_cli.train.policies.padding import lengths_mask
 
 LOSS_METRICS = ("pg_loss", "kl", "entropy", "clipfrac", "ratio_mean", "approx_kl")  # actor/<name>, every step
 
@@ -320,13 +321,15 @@ class PolicyUpdater:
         olds: list[torch.Tensor] = []
         rollout: list[float] = []
         for group, old in zip(groups, start_logps, strict=True):
-            old = old.double().cpu()
-            for row, i in enumerate(group):
+            lengths = []
+            for i in group:
                 sampled = self._rollout_logps(samples[i])
                 if sampled is None:
                     return None
-                olds.append(old[row, :len(sampled)])
+                lengths.append(len(sampled))
                 rollout += sampled
+            old = old.double().cpu()  # each row's first units, row after row
+            olds.append(old[lengths_mask(torch.tensor(lengths), old.shape[1])])
         if not olds:
             return []
         return (torch.cat(olds).exp() - torch.tensor(rollout, dtype=torch.float64).exp()).abs().tolist()
