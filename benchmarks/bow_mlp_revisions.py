@@ -39,6 +39,7 @@ def replay(modules: dict, calls: list[tuple]) -> dict:
     same = dict.fromkeys(("features", "scores", "states", "gradients"), True)
     gc.collect()
     gc.freeze()
+    gc.set_threshold(20_000, 20, 20)  # as the training loop sets it
     for k, policy in policies.items():  # time ``features`` inside ``score_actions``
         policy.features = _timed(policy.features, seconds[k])
     for n, (inputs, reference, grad) in enumerate(calls):

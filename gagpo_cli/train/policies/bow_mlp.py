@@ -152,13 +152,13 @@ class _Candidate:
         self.skeleton = _h("s:" + " ".join(skel))
         self.role = _h("r:" + " ".join(role))
         self.content = parts.content
-        ids = [*parts.feature_ids, self.skeleton, self.role]  # what the candidate embedding averages
+        # tuples of ints: the garbage collector stops scanning them (lists it would scan at every pass)
+        ids = self.deep_ids = (*parts.feature_ids, self.skeleton, self.role)  # what the candidate embedding averages
         # goal-word x action-word pairs, as _cross computes them (goal words outer, action words inner)
-        static = ids + [(a * 1000003 ^ b) & 0xFFFFFFFF for a in goal.content_hashes for b in parts.word_ids]
-        self.deep_ids = np.array(ids, dtype=np.int64)
-        self.static_ids = np.array(static, dtype=np.int64)
+        static = self.static_ids = (*ids, *[(a * 1000003 ^ b) & 0xFFFFFFFF for a in goal.content_hashes
+                                            for b in parts.word_ids])
         # its linear-term buckets; bucket 0 is padding, never a feature
-        self.linear_ids = np.array([i & _MASK for i in static if i & _MASK], dtype=np.int64)
+        self.linear_ids = tuple([i & _MASK for i in static if i & _MASK])
 
 
 class _Observation:
@@ -196,21 +196,34 @@ class _Ragged:
         self.starts = np.zeros(1 << 10, dtype=np.int64)
         self.lengths = np.zeros(1 << 10, dtype=np.int64)
         self.size = self.rows = 0
+        self.new: list[Sequence[int]] = []  # rows appended since the last gather
 
-    def append(self, values: np.ndarray) -> None:
-        n, row = len(values), self.rows
+    def append(self, values: Sequence[int]) -> None:
+        """Append a row (stored with the other new rows at the next ``gather``)."""
+        self.new.append(values)
+        self.rows += 1
+
+    def _store(self) -> None:
+        rows, self.new = self.new, []
+        lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+        n, first, last = int(lengths.sum()), self.rows - len(rows), self.rows
         if self.size + n > len(self.values):
             self.values = np.concatenate([self.values, np.zeros(max(len(self.values), n), dtype=np.int64)])
-        if row == len(self.starts):
-            self.starts = np.concatenate([self.starts, np.zeros(row, dtype=np.int64)])
-            self.lengths = np.concatenate([self.lengths, np.zeros(row, dtype=np.int64)])
-        self.values[self.size:self.size + n] = values
-        self.starts[row], self.lengths[row] = self.size, n
+        if last > len(self.starts):
+            grown = max(len(self.starts), len(rows))
+            self.starts = np.concatenate([self.starts, np.zeros(grown, dtype=np.int64)])
+            self.lengths = np.concatenate([self.lengths, np.zeros(grown, dtype=np.int64)])
+        self.values[self.size:self.size + n] = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64,
+                                                           count=n)
+        self.lengths[first:last] = lengths
+        np.cumsum(lengths, out=self.starts[first:last])
+        self.starts[first:last] += self.size - lengths
         self.size += n
-        self.rows += 1
 
     def gather(self, rows: np.ndarray, limit: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(rows' values concatenated, their lengths); ``limit``: only each row's first ``limit`` values."""
+        if self.new:
+            self._store()
         lengths = self.lengths[rows]
         if limit is not None:
             lengths = np.minimum(lengths, limit)
@@ -225,12 +238,22 @@ class _Column:
     def __init__(self) -> None:
         self.values = np.zeros(1 << 10, dtype=np.int64)
         self.rows = 0
+        self.new: list[int] = []  # values appended since the last ``array``
 
     def append(self, value: int) -> None:
-        if self.rows == len(self.values):
-            self.values = np.concatenate([self.values, np.zeros(self.rows, dtype=np.int64)])
-        self.values[self.rows] = value
-        self.rows += 1
+        """Append a value (stored with the other new values at the next ``array``)."""
+        self.new.append(value)
+
+    def array(self) -> np.ndarray:
+        """The values, by row (followed by unused zeros)."""
+        if self.new:
+            values, self.new = self.new, []
+            last = self.rows + len(values)
+            if last > len(self.values):
+                self.values = np.concatenate([self.values, np.zeros(max(self.rows, len(values)), dtype=np.int64)])
+            self.values[self.rows:last] = values
+            self.rows = last
+        return self.values
 
 
 class _FeatureCache:
@@ -322,8 +345,10 @@ class _FeatureCache:
         s = goal.sets.get(texts)
         if s is None:
             known = goal.candidates
-            s = goal.sets[texts] = _CandidateSet([known.get(t) or self.candidate(goal, t) for t in texts],
-                                                 len(self.set_rows))
+            candidates = list(map(known.get, texts))
+            if None in candidates:  # new pairs get their rows in the order of the texts
+                candidates = [c or self.candidate(goal, t) for c, t in zip(candidates, texts, strict=True)]
+            s = goal.sets[texts] = _CandidateSet(candidates, len(self.set_rows))
             self.set_rows.append(s)
         return s
 
@@ -533,8 +558,9 @@ class FeaturisedPolicy:
         set_table = cache.set_rows
         sizes = np.fromiter(map(len, counts), dtype=np.int64, count=len(counts))
         candidate_pairs = np.concatenate([set_table[k].pairs for k in set_rows])
-        role = cache.pair_role.values[candidate_pairs]
-        verb = cache.pair_verb.values[candidate_pairs]
+        role_of_pair, verb_of_pair = cache.pair_role.array(), cache.pair_verb.array()
+        role = role_of_pair[candidate_pairs]
+        verb = verb_of_pair[candidate_pairs]
         count = _COUNT[np.concatenate(counts)]
         last = np.repeat(np.array(lasts, dtype=np.int64), sizes)
         own = np.stack([count, _cross(role, count), _cross(role, last),
@@ -545,8 +571,8 @@ class FeaturisedPolicy:
         goal_rows, goal_of = _rows(np.array(goal_rows, dtype=np.int64), slots)  # distinct goals, observations
         state_rows, state_of = _rows(np.array(obs_rows, dtype=np.int64), slots)
         # distinct (role skeleton, past skeletons) and (verb, observation), ordered by (hash, row)
-        roles, role_of = _rows(cache.pair_role.values[pairs])
-        verbs, verb_of = _rows(cache.pair_verb.values[pairs])
+        roles, role_of = _rows(role_of_pair[pairs])
+        verbs, verb_of = _rows(verb_of_pair[pairs])
         pasts, past_of = _rows(np.array(past_rows, dtype=np.int64), slots)
         past_role, past_set, past_bag = _pair_rows(role_of[pair], np.repeat(past_of, sizes), len(pasts),
                                                    cache.slots(len(roles) * len(pasts)))
