@@ -41,26 +41,19 @@ def decide_scores(policy: Any, env_name: str, views: Sequence[SlotView], *, hist
     count) and its ``entropy`` the exact entropy of softmax(scores / T) over the candidates; a view with
     nothing to choose from gets ``action`` None, ``NO_ACTION`` sent, length and entropy 0."""
     check_norm(norm)
-    inputs = {i: score_input_of(env_name, v, history=history, list_actions=list_actions)
-              for i, v in enumerate(views) if v.admissible_actions}
-    order = list(inputs)
-    chosen, entropies = {}, {}
-    if order:
-        out = policy.score_actions([inputs[i] for i in order], norm=norm)
+    live = [i for i, v in enumerate(views) if v.admissible_actions]
+    inputs = [score_input_of(env_name, views[i], history=history, list_actions=list_actions) for i in live]
+    decisions: list[Decision | None] = [None] * len(views)
+    if live:
+        out = policy.score_actions(inputs, norm=norm)
         idx, logp, ent = draw(out.logits, temperature, generator)
-        chosen = dict(zip(order, zip(idx.tolist(), logp.tolist(), strict=True), strict=True))
-        entropies = dict(zip(order, ent.tolist(), strict=True))
-    length = getattr(policy, "action_length", lambda action: len(action.split()))  # no tokens: words
-    decisions = []
-    for i in range(len(views)):
-        if i not in inputs:
-            decisions.append(Decision(None, NO_ACTION, Ranked(None, -1, 0.0), False, 0, 0.0))
-            continue
-        idx, logp = chosen[i]
-        action = inputs[i].candidates[idx]
-        acted = Ranked(inputs[i], idx, logp)
-        decisions.append(Decision(action, action, acted, False, length(action), entropies[i]))
-    return decisions
+        length = getattr(policy, "action_length", lambda action: len(action.split()))  # no tokens: words
+        for i, inp, k, k_logp, entropy in zip(live, inputs, idx.tolist(), logp.tolist(), ent.tolist(),
+                                              strict=True):
+            action = inp.candidates[k]
+            decisions[i] = Decision(action, action, Ranked(inp, k, k_logp), False, length(action), entropy)
+    return [d if d is not None else Decision(None, NO_ACTION, Ranked(None, -1, 0.0), False, 0, 0.0)
+            for d in decisions]
 
 
 class ScoringEngine:
