@@ -26,7 +26,6 @@ from gagpo_cli.train.learning.loss import Denominators, LossShares, aggregate, p
 from gagpo_cli.train.learning.planning import plan_micro_batches
 from gagpo_cli.train.learning.updater import PolicyUpdater
 from gagpo_cli.train.policies import categorical
-from gagpo_cli.train.policies.padding import pad_scores
 from gagpo_cli.train.policies.scoring import ScoreInput, check_norm
 
 
@@ -70,7 +69,7 @@ class ScoreUpdater(PolicyUpdater):
                    with_state: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
         """((B, C) log-probs over each row's candidates with 0 on padding, state or None)."""
         out = self.policy.score_actions(inputs, norm=self.norm, reference=reference, with_state=with_state)
-        padded, mask = pad_scores(out.logits)
+        padded, mask = out.padded()
         return categorical.masked_log_probs(padded, mask, self.temperature), out.state
 
     # ------------------------------------------------------------------------------ the loop's hooks

@@ -45,7 +45,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from gagpo_cli.train.policies.scoring import ScoreInput, ScoreOutput
+from gagpo_cli.train.policies.scoring import PackedScores, ScoreInput, ScoreOutput
 from gagpo_cli.train.policies.training_mode import training
 
 WEIGHTS_FILE = "model.safetensors"
@@ -626,10 +626,13 @@ class FeaturisedPolicy:
             inverse.append(row)
         net = self.reference if reference else self.model
         scores, state = net(self.features(distinct, list(rows)))
-        chunks = torch.split(scores, [len(inp.candidates) for inp in distinct])
+        sizes = [len(inp.candidates) for inp in distinct]
+        chunks = torch.split(scores, sizes)
+        rows_of = torch.tensor(inverse)
         if with_state and len(distinct) < len(inputs):
-            state = state[torch.tensor(inverse)]
-        return ScoreOutput(logits=[chunks[row] for row in inverse], state=state if with_state else None)
+            state = state[rows_of]
+        return ScoreOutput(logits=[chunks[row] for row in inverse], state=state if with_state else None,
+                           packed=PackedScores(scores, torch.tensor(sizes), rows_of))
 
     def score_cost(self, inp: ScoreInput) -> int:
         """Units one input costs in a micro-batch: its number of candidates."""

@@ -41,13 +41,19 @@ def _check_draw(temperature: float) -> None:
 
 def draw(logits: Sequence[torch.Tensor], temperature: float, generator: torch.Generator | None = None
          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One batched draw for every step (rows padded with -inf) as (B,) tensors on the CPU: chosen
-    indices, their log-probs under softmax(logits / T), and each row's exact entropy at T (T = 0: argmax,
-    scored at T = 1). A generator gives different choices than drawing row by row would."""
+    """``draw_padded`` on ragged score rows (``padding.pad_scores``)."""
     if any(t.numel() == 0 for t in logits):
         raise ValueError("cannot sample from an empty candidate set")
+    return draw_padded(*pad_scores(logits), temperature, generator)
+
+
+def draw_padded(padded: torch.Tensor, mask: torch.Tensor, temperature: float,
+                generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One batched draw for every step from (B, C) scores padded with -inf (``mask``: real entries) as (B,)
+    tensors on the CPU: chosen indices, their log-probs under softmax(logits / T), and each row's exact
+    entropy at T (T = 0: argmax, scored at T = 1). A generator gives different choices than drawing row
+    by row would."""
     _check_draw(temperature)
-    padded, mask = pad_scores(logits)
     padded, mask = padded.detach().cpu(), mask.cpu()
     logp = masked_log_probs(padded, mask, temperature)
     if temperature == 0:

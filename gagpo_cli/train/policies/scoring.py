@@ -14,6 +14,8 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
+from gagpo_cli.train.policies.padding import lengths_mask, pad_scores
+
 SCORE_NORMS = ("token", "word", "none")
 
 
@@ -32,12 +34,37 @@ class ScoreInput:
     # features of the featurised policy; the LLM ignores it and reads ``history``)
 
 
+@dataclass(frozen=True)
+class PackedScores:
+    """A batch's scores end to end, as a policy computes them: ``flat`` holds the scores of D distinct
+    inputs one after the other (``sizes``: (D,) candidates each) and ``rows``: (B,) is the distinct input
+    of each of the batch's inputs (equal inputs are scored once)."""
+
+    flat: torch.Tensor
+    sizes: torch.Tensor
+    rows: torch.Tensor
+
+
 @dataclass
 class ScoreOutput:
-    """Scores of each input's candidates (and optionally a state vector per input)."""
+    """Scores of each input's candidates (and optionally a state vector per input); ``packed``: the same
+    scores in one tensor, when the policy has them so (``padded`` is then faster, same numbers)."""
 
     logits: list[torch.Tensor]  # per input a 1-D float32 tensor, len(candidates); differentiable under grad
     state: torch.Tensor | None = None  # (B, H) float32 state features for a value head when with_state=True
+    packed: PackedScores | None = None
+
+    def padded(self, fill: float = float("-inf")) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, C) float32 scores with ``fill`` where a row has no candidate, and the (B, C) bool mask of
+        real entries (``padding.pad_scores`` of ``logits``); differentiable in the scores."""
+        packed = self.packed
+        if packed is None:
+            return pad_scores(self.logits, fill)
+        mask = lengths_mask(packed.sizes, int(packed.sizes.max()))
+        scores = torch.full(mask.shape, fill, device=packed.flat.device).masked_scatter(mask, packed.flat.float())
+        if len(packed.rows) == len(packed.sizes):  # no input repeated: rows is 0 .. D-1
+            return scores, mask
+        return scores.index_select(0, packed.rows), mask.index_select(0, packed.rows)
 
 
 @runtime_checkable
