@@ -25,3 +25,11 @@ def test_loop_collector_restores_after_an_error():
         raise RuntimeError("stopped")
     assert gc.get_threshold() == before
     assert gc.get_freeze_count() == 0
+
+
+def test_loop_collector_keeps_the_thresholds_for_an_accelerator_policy():
+    before = gc.get_threshold()
+    with loop_collector(on_cpu=False):
+        assert gc.get_threshold() == before
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0

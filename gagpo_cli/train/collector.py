@@ -7,8 +7,11 @@ measured on ``lab-alfworld`` (40 iterations, one thread) a run took 33-34 s with
 with the collector off. Inside ``loop_collector``:
 
 * everything alive when the loop starts is frozen (``gc.freeze``): it is never scanned again;
-* the youngest generation is collected every ``YOUNG`` allocations instead of every 700, the older
-  ones after ``OLDER`` collections of the one below (full collections become rare, not absent).
+* on the CPU, the youngest generation is collected every ``YOUNG`` allocations instead of every 700,
+  the older ones after ``OLDER`` collections of the one below (full collections become rare, not
+  absent). On an accelerator the thresholds stay CPython's: there a step is long against the
+  collector's work, and a tensor held by cyclic garbage would keep accelerator memory until a full
+  collection.
 
 Reference counting still frees every object without a cycle at once; only cyclic garbage waits longer.
 Nothing the loop computes depends on when the collector runs. The previous thresholds come back and the
@@ -26,12 +29,14 @@ OLDER = 20  # collections of a generation before the next one is collected (defa
 
 
 @contextmanager
-def loop_collector() -> Iterator[None]:
-    """Run the body with the module's collector settings; the previous ones are restored after."""
+def loop_collector(*, on_cpu: bool = True) -> Iterator[None]:
+    """Run the body with the module's collector settings (``on_cpu``: the policy computes on the CPU);
+    the previous ones are restored after."""
     previous = gc.get_threshold()
     gc.collect()
     gc.freeze()
-    gc.set_threshold(YOUNG, OLDER, OLDER)
+    if on_cpu:
+        gc.set_threshold(YOUNG, OLDER, OLDER)
     try:
         yield
     finally:

@@ -148,7 +148,8 @@ def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, estimator: Any, p
     if start == 0 and cfg.train.eval_every and cfg.train.eval_episodes:  # the run's own baseline
         evaluate_baseline(cfg, run_dir, engine, pool, eval_split, ctx)
     try:
-        with (loop_collector(), stop_on_sigint() as stop,
+        with (loop_collector(on_cpu=torch.device(getattr(policy, "device", "cpu")).type == "cpu"),
+              stop_on_sigint() as stop,
               RunProgress(cfg.train.iterations, start, estimate) as run_progress):
             for iteration in range(start + 1, cfg.train.iterations + 1):
                 rng_before = capture_rng()
