@@ -176,14 +176,13 @@ class _Observation:
 
 
 class _CandidateSet:
-    """Per (goal, admissible actions): the candidates' pair rows as an array and their content words;
-    ``index``: its row in the cache's table of such sets."""
+    """Per (goal, admissible actions): the candidates' content words; ``index``: its row in the cache's
+    table of such sets (whose ``set_pairs`` holds the candidates' pair rows)."""
 
-    __slots__ = ("index", "pairs", "contents")
+    __slots__ = ("index", "contents")
 
     def __init__(self, candidates: list[_Candidate], index: int) -> None:
         self.index = index
-        self.pairs = np.array([c.index for c in candidates], dtype=np.int64)
         self.contents = [c.content for c in candidates]
 
 
@@ -279,6 +278,7 @@ class _FeatureCache:
         self.observations: list[_Observation] = []
         self.observation_ids = _Ragged()  # by observation row: its features (the first OBS_WORDS: its head)
         self.set_rows: list[_CandidateSet] = []
+        self.set_pairs = _Ragged()  # by set row: its candidates' pair rows
         self.n_memories = 0
         self.past_rows: dict[tuple[int, ...], int] = {}
         self.past_sets = _Ragged()  # by row of past_rows: the sorted role skeletons (0 when none)
@@ -350,6 +350,7 @@ class _FeatureCache:
                 candidates = [c or self.candidate(goal, t) for c, t in zip(candidates, texts, strict=True)]
             s = goal.sets[texts] = _CandidateSet(candidates, len(self.set_rows))
             self.set_rows.append(s)
+            self.set_pairs.append(tuple([c.index for c in candidates]))
         return s
 
     def _past_row(self, roles: tuple[int, ...]) -> int:
@@ -555,9 +556,7 @@ class FeaturisedPolicy:
                 part = known[key] = cache.parts(inp, key[2])
             parts.append(part)
         goal_rows, obs_rows, set_rows, past_rows, lasts, recents, seen, counts = zip(*parts, strict=True)
-        set_table = cache.set_rows
-        sizes = np.fromiter(map(len, counts), dtype=np.int64, count=len(counts))
-        candidate_pairs = np.concatenate([set_table[k].pairs for k in set_rows])
+        candidate_pairs, sizes = cache.set_pairs.gather(np.array(set_rows, dtype=np.int64))
         role_of_pair, verb_of_pair = cache.pair_role.array(), cache.pair_verb.array()
         role = role_of_pair[candidate_pairs]
         verb = verb_of_pair[candidate_pairs]
