@@ -264,7 +264,7 @@ class _FeatureCache:
 
     LIMIT = 200_000
     MEMORY_LIMIT = 50_000  # per-prefix memories: one per step of every episode
-    SLOTS_LIMIT = 1 << 22  # scratch rows for ``_rows``
+    SLOTS_LIMIT = 1 << 20  # scratch rows for ``_rows`` (8 MiB at most)
 
     def __init__(self) -> None:
         self.goals: dict[str, _Goal] = {}
@@ -492,9 +492,9 @@ def _rows(keys: np.ndarray, slots: np.ndarray | None = None) -> tuple[np.ndarray
 
 def _pair_rows(a_of: np.ndarray, b_of: np.ndarray, b_count: int, slots: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Distinct pairs (a, b) in lexicographic order, from the rows of a and of b among their sorted
-    distinct values (``a_of``, ``b_of``, ``b_count`` values of b): (row of a, row of b, of each distinct
-    pair; row of each element's pair among them)."""
+    """Distinct pairs (a, b), lexicographically sorted, of elements given by a's and b's rows among their
+    own sorted distinct values (``a_of``, ``b_of``; b has ``b_count`` of them). Returns a's row and b's
+    row of each distinct pair, and the row of each element's pair among them."""
     codes, inverse = _rows(a_of * b_count + b_of, slots)  # lexicographic (a, b) is the order of the codes
     return codes // b_count, codes % b_count, inverse
 
