@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import re
+import textwrap
 from collections import defaultdict
 from pathlib import Path
 
@@ -177,8 +178,8 @@ def write_interval_figures(table: ReportTable, out: Path, stem: str) -> list[Pat
             ax.set_visible(False)
         for ax in axes[:, 0]:
             ax.set_yticks(ys, [row.label for _, row in rows], fontsize=7)
-        fig.suptitle(f"{block or 'measured'}: mean (o) and IQM (s, n ≥ 4), 95 % bootstrap intervals",
-                     fontsize=9)
+        title = f"{block or 'measured'}: mean (o) and IQM (s, n ≥ 4), 95 % bootstrap intervals"
+        fig.suptitle(textwrap.fill(title, width=int(12 * size[0])), fontsize=9)  # ~12 characters per inch
         fig.tight_layout()
         suffix = f"_{_slug(block)}" if len(blocks) > 1 else ""
         written.append(_save(fig, Path(out) / f"{stem}_intervals{suffix}.png"))
