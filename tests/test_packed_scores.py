@@ -13,7 +13,7 @@ def _outputs(flat: torch.Tensor, sizes: list[int], rows: list[int]) -> tuple[Sco
     chunks = torch.split(flat, sizes)
     views = [chunks[r] for r in rows]
     return (ScoreOutput(logits=views),
-            ScoreOutput(logits=views, packed=PackedScores(flat, torch.tensor(sizes), torch.tensor(rows))))
+            ScoreOutput(packed=PackedScores(flat, torch.tensor(sizes), torch.tensor(rows))))
 
 
 @pytest.mark.parametrize("rows", [[0, 1, 2, 3], [0, 0, 1, 2, 2, 2, 3, 1]], ids=["distinct", "repeated"])
@@ -41,3 +41,16 @@ def test_draw_from_packed_scores_matches_the_ragged_draw():
     again = categorical.draw_padded(*packed.padded(), 1.0, torch.Generator().manual_seed(3))
     for a, b in zip(drawn, again, strict=True):
         assert torch.equal(a, b)
+
+
+def test_logits_of_packed_scores_are_the_per_row_views():
+    flat = torch.randn(11, generator=torch.Generator().manual_seed(4))
+    plain, packed = _outputs(flat, [3, 1, 5, 2], [0, 2, 2, 3, 1])
+    assert len(packed.logits) == len(plain.logits)
+    for a, b in zip(plain.logits, packed.logits, strict=True):
+        assert torch.equal(a, b)
+
+
+def test_an_output_needs_logits_or_packed_scores():
+    with pytest.raises(ValueError, match="logits or packed"):
+        ScoreOutput()

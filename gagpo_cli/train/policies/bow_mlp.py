@@ -625,13 +625,11 @@ class FeaturisedPolicy:
             inverse.append(row)
         net = self.reference if reference else self.model
         scores, state = net(self.features(distinct, list(rows)))
-        sizes = [len(inp.candidates) for inp in distinct]
-        chunks = torch.split(scores, sizes)
         rows_of = torch.tensor(inverse)
         if with_state and len(distinct) < len(inputs):
             state = state[rows_of]
-        return ScoreOutput(logits=[chunks[row] for row in inverse], state=state if with_state else None,
-                           packed=PackedScores(scores, torch.tensor(sizes), rows_of))
+        sizes = torch.tensor([len(inp.candidates) for inp in distinct])
+        return ScoreOutput(packed=PackedScores(scores, sizes, rows_of), state=state if with_state else None)
 
     def score_cost(self, inp: ScoreInput) -> int:
         """Units one input costs in a micro-batch: its number of candidates."""

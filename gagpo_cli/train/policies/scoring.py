@@ -45,14 +45,30 @@ class PackedScores:
     rows: torch.Tensor
 
 
-@dataclass
 class ScoreOutput:
-    """Scores of each input's candidates (and optionally a state vector per input); ``packed``: the same
-    scores in one tensor, when the policy has them so (``padded`` is then faster, same numbers)."""
+    """Scores of each input's candidates (and optionally a state vector per input), given as ``logits``
+    (per input a 1-D float32 tensor, len(candidates); differentiable under grad) or as ``packed`` (the
+    same scores in one tensor, as a policy computes them; ``padded`` is then faster, same numbers, and
+    ``logits`` are views into it, made when first read). ``state``: (B, H) float32 state features for a
+    value head when ``with_state=True``."""
 
-    logits: list[torch.Tensor]  # per input a 1-D float32 tensor, len(candidates); differentiable under grad
-    state: torch.Tensor | None = None  # (B, H) float32 state features for a value head when with_state=True
-    packed: PackedScores | None = None
+    __slots__ = ("_logits", "state", "packed")
+
+    def __init__(self, logits: list[torch.Tensor] | None = None, state: torch.Tensor | None = None,
+                 packed: PackedScores | None = None) -> None:
+        if logits is None and packed is None:
+            raise ValueError("ScoreOutput needs logits or packed scores")
+        self._logits = logits
+        self.state = state
+        self.packed = packed
+
+    @property
+    def logits(self) -> list[torch.Tensor]:
+        if self._logits is None:
+            assert self.packed is not None
+            chunks = torch.split(self.packed.flat, self.packed.sizes.tolist())
+            self._logits = [chunks[row] for row in self.packed.rows.tolist()]
+        return self._logits
 
     def padded(self, fill: float = float("-inf")) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, C) float32 scores with ``fill`` where a row has no candidate, and the (B, C) bool mask of
