@@ -245,14 +245,11 @@ class PolicyUpdater:
             self._idle_passes(idle)
         if self.critic is None:
             return
-        if needs_old_pass(self.cfg) and self.sharded:  # one values() call (its passes agreed inside)
+        if needs_old_pass(self.cfg):  # one values() call (sharded: its passes are agreed inside)
             values = self.values([samples[i] for g in work.groups for i in g])
             ends = np.cumsum([len(g) for g in work.groups])
             work.old_values = [torch.tensor(values[end - len(g):end], dtype=torch.float32, device=device)
                                for g, end in zip(work.groups, ends, strict=True)]
-        elif needs_old_pass(self.cfg):
-            work.old_values = [torch.tensor(self.values([samples[i] for i in g]), dtype=torch.float32,
-                                            device=device) for g in work.groups]
         work.targets = [torch.tensor([samples[i].value_target for i in g], dtype=torch.float32, device=device)
                         for g in work.groups]
 
