@@ -60,6 +60,19 @@ def test_presets_table2_rows_and_table1_methods_by_environments():
     sets = [gigpo.train_args[i + 1] for i, a in enumerate(gigpo.train_args) if a == "--set"]
     cfg = load_config(None, sets)
     assert (cfg.estimator.name, cfg.estimator.options["mode"], cfg.env.name) == ("gigpo", "mean_norm", "webshop")
+    assert cfg.env.max_steps == 15  # each environment at the paper's step budget, whatever the base's
+
+
+@pytest.mark.parametrize(("base", "axis", "kept"), [
+    ("lab-alfworld", None, "env.eval_split"),               # --preset table1 on a lab base
+    ("lab-webshop", "env=alfworld,webshop", "env.options"),
+])
+def test_an_env_axis_does_not_carry_one_environments_settings_to_another(base, axis, kept):
+    with pytest.raises(UsageError, match=rf"{base} sets {kept} for .* lab-table1-alfworld"):
+        build_sweep(base, grid=[axis] if axis else [], preset=None if axis else "table1")
+    # fine: an env axis that stays on the base's environment; the preset on a base without such settings
+    build_sweep("lab-alfworld", grid=["env=alfworld"])
+    build_sweep("alfworld-gagpo", preset="table1")
 
 
 def test_builtin_sweep_files_expand():

@@ -31,6 +31,7 @@ import yaml
 
 from gagpo_cli.config import (
     EXPERIMENTS_DIR,
+    EnvConfig,
     ExperimentConfig,
     load_config,
     parse_key_value,
@@ -307,6 +308,7 @@ def build_sweep(spec: str | None = None, grid: Sequence[str] = (), preset: str |
     cells = expand(axes)
     _check_axes_own_their_keys(axes, all_sets, flags)
     base_cfg = config_from_cli(base, list(all_sets), flags)
+    _check_env_axes_keep_env_settings(axes, base_cfg, Path(base).stem if base else "the default config")
     if name is None:
         name = _sweep_name(data, where, base, str(preset) if preset else None, axes)
     sweep_name = name
@@ -351,6 +353,32 @@ def _check_axes_own_their_keys(axes: list[Axis], sets: Sequence[str], flags: dic
         if FLAG_FIELDS[flag] in axis_keys:
             raise UsageError(f"--{flag.replace('_', '-')} sets {FLAG_FIELDS[flag]}, which the axis "
                              f"'{axis_keys[FLAG_FIELDS[flag]]}' varies")
+
+
+# settings made for one environment: an axis that changes env.name may not carry them to another
+ENV_SPECIFIC_KEYS = ("env.options", "env.train_split", "env.eval_split")
+
+
+def _check_env_axes_keep_env_settings(axes: list[Axis], base_cfg: ExperimentConfig, base: str) -> None:
+    """An axis value that switches the environment must set, itself, every environment-specific
+    setting the base gives its own environment (``ENV_SPECIFIC_KEYS``); otherwise ALFWorld's split
+    or WebShop's options would silently reach the other environment."""
+    defaults = EnvConfig()
+    given = [key for key in ENV_SPECIFIC_KEYS
+             if getattr(base_cfg.env, key[4:]) != getattr(defaults, key[4:])]
+    for axis in axes:
+        for value in axis.values:
+            overrides = dict(value.overrides)
+            env = overrides.get("env.name")
+            if env is None or env == base_cfg.env.name:
+                continue
+            kept = next((k for k in given
+                         if not any(o == k or o.startswith(k + ".") for o in overrides)), None)
+            if kept:
+                raise UsageError(
+                    f"{base} sets {kept} for {base_cfg.env.name}, which the axis '{axis.name}' would also "
+                    f"give to {env}: sweep each environment from its own experiment (on a CPU: "
+                    "gagpo ablate lab-table1-alfworld, lab-table1-webshop)")
 
 
 def _cell_runs(sweep: Sweep, cell: Cell) -> list[Run]:
