@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from gagpo_cli.train.policies import categorical
+from gagpo_cli.train.policies.padding import pad_scores
 from gagpo_cli.train.policies.scoring import PackedScores, ScoreOutput
 
 
@@ -37,8 +38,8 @@ def test_packed_padding_and_its_gradient_equal_the_per_row_padding(rows):
 def test_draw_from_packed_scores_matches_the_ragged_draw():
     flat = torch.randn(11, generator=torch.Generator().manual_seed(2))
     plain, packed = _outputs(flat, [3, 1, 5, 2], [0, 2, 2, 3, 1])
-    drawn = categorical.draw(plain.logits, 1.0, torch.Generator().manual_seed(3))
-    again = categorical.draw_padded(*packed.padded(), 1.0, torch.Generator().manual_seed(3))
+    drawn = categorical.draw(*pad_scores(plain.logits), 1.0, torch.Generator().manual_seed(3))
+    again = categorical.draw(*packed.padded(), 1.0, torch.Generator().manual_seed(3))
     for a, b in zip(drawn, again, strict=True):
         assert torch.equal(a, b)
 

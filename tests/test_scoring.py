@@ -54,17 +54,17 @@ def test_padding_takes_no_probability():
 
 def test_sampling_is_seeded_greedy_at_zero_and_follows_the_probabilities():
     logits = [torch.tensor([0.0, math.log(3.0)]), torch.tensor([5.0, 0.0, 1.0])]
-    assert categorical.draw(logits, 0.0)[0].tolist() == [1, 0]
-    draws = [categorical.draw(logits, 1.0, torch.Generator().manual_seed(s))[0] for s in range(2000)]
+    assert categorical.draw(*pad_scores(logits), 0.0)[0].tolist() == [1, 0]
+    draws = [categorical.draw(*pad_scores(logits), 1.0, torch.Generator().manual_seed(s))[0] for s in range(2000)]
     share = sum(int(d[0]) for d in draws) / len(draws)
     assert share == pytest.approx(0.75, abs=0.04)  # p(1) = 3 / (1 + 3)
-    idx, logp, ent = categorical.draw(logits, 1.0, torch.Generator().manual_seed(7))
-    assert idx.tolist() == categorical.draw(logits, 1.0, torch.Generator().manual_seed(7))[0].tolist()
+    idx, logp, ent = categorical.draw(*pad_scores(logits), 1.0, torch.Generator().manual_seed(7))
+    assert idx.tolist() == categorical.draw(*pad_scores(logits), 1.0, torch.Generator().manual_seed(7))[0].tolist()
     exact = torch.log_softmax(logits[1], -1)
     assert logp[1].item() == pytest.approx(exact[idx[1]].item(), abs=1e-6)
     assert ent[1].item() == pytest.approx(-(exact.exp() * exact).sum().item(), abs=1e-6)
     with pytest.raises(ValueError, match="empty"):
-        categorical.draw([torch.tensor([])], 1.0)
+        categorical.draw(*pad_scores([torch.tensor([1.0]), torch.tensor([])]), 1.0)
 
 
 def test_unknown_norm_and_action_mode_name_the_valid_ones():

@@ -15,7 +15,7 @@ import torch
 
 from gagpo_cli.agents import SlotView
 from gagpo_cli.train.acting.decision import Decision, Ranked
-from gagpo_cli.train.policies.categorical import draw_padded
+from gagpo_cli.train.policies.categorical import draw
 from gagpo_cli.train.policies.scoring import ScoreInput, check_norm
 
 NO_ACTION = "(no admissible action)"
@@ -46,7 +46,7 @@ def decide_scores(policy: Any, env_name: str, views: Sequence[SlotView], *, hist
     decisions: list[Decision | None] = [None] * len(views)
     if live:
         out = policy.score_actions(inputs, norm=norm)
-        idx, logp, ent = draw_padded(*out.padded(), temperature, generator)
+        idx, logp, ent = draw(*out.padded(), temperature, generator)
         length = getattr(policy, "action_length", lambda action: len(action.split()))  # no tokens: words
         for i, inp, k, k_logp, entropy in zip(live, inputs, idx.tolist(), logp.tolist(), ent.tolist(),
                                               strict=True):

@@ -9,11 +9,7 @@ at T = 1.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import torch
-
-from gagpo_cli.train.policies.padding import pad_scores
 
 
 def masked_log_probs(padded: torch.Tensor, mask: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -39,20 +35,14 @@ def _check_draw(temperature: float) -> None:
         raise ValueError(f"temperature must be >= 0, got {temperature}")
 
 
-def draw(logits: Sequence[torch.Tensor], temperature: float, generator: torch.Generator | None = None
-         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``draw_padded`` on ragged score rows (``padding.pad_scores``)."""
-    if any(t.numel() == 0 for t in logits):
+def draw(padded: torch.Tensor, mask: torch.Tensor, temperature: float,
+         generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One batched draw for every step from (B, C) scores padded with -inf (``mask``: real entries; from
+    ``ScoreOutput.padded`` or ``padding.pad_scores``) as (B,) tensors on the CPU: chosen indices, their
+    log-probs under softmax(logits / T), and each row's exact entropy at T (T = 0: argmax, scored at
+    T = 1). A generator gives different choices than drawing row by row would."""
+    if not bool(mask.any(-1).all()):
         raise ValueError("cannot sample from an empty candidate set")
-    return draw_padded(*pad_scores(logits), temperature, generator)
-
-
-def draw_padded(padded: torch.Tensor, mask: torch.Tensor, temperature: float,
-                generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One batched draw for every step from (B, C) scores padded with -inf (``mask``: real entries) as (B,)
-    tensors on the CPU: chosen indices, their log-probs under softmax(logits / T), and each row's exact
-    entropy at T (T = 0: argmax, scored at T = 1). A generator gives different choices than drawing row
-    by row would."""
     _check_draw(temperature)
     padded, mask = padded.detach().cpu(), mask.cpu()
     logp = masked_log_probs(padded, mask, temperature)
