@@ -84,6 +84,15 @@ def test_builtin_sweep_files_expand():
     assert len(build_sweep("table2-alfworld").runs) == 21
 
 
+@pytest.mark.parametrize("name", sorted(builtin_sweeps()))
+def test_every_shipped_sweep_can_be_launched(name, tmp_path):
+    """What `gagpo ablate` does before launching: runs as dictionary keys, their states read (a cell
+    whose value is a mapping, `estimator.options: {...}`, once made that a TypeError)."""
+    sweep = build_sweep(name, flags={"output_dir": str(tmp_path)})
+    states = {run: run.state() for run in sweep.runs}
+    assert len(states) == len(sweep.runs) > 0
+
+
 def test_sweep_file_with_composite_axis(tmp_path):
     path = tmp_path / "mine.yaml"
     path.write_text(yaml.safe_dump({"name": "mine", "base": "quickstart", "seeds": [3],

@@ -189,6 +189,9 @@ class Cell:
         """The overrides as ``--set KEY=VALUE`` texts."""
         return [f"{key}={format_value(value)}" for key, value in self.overrides]
 
+    def __hash__(self) -> int:  # a sweep file's value may be a mapping (estimator.options: {...})
+        return hash((self.name, self.labels, tuple(self.override_texts())))
+
 
 def cell_name(labels: Sequence[tuple[str, str]]) -> str:
     """``lambda=0.8,norm=batch``: readable, safe as one folder name (unsafe characters become _)."""
