@@ -229,10 +229,11 @@ def _score_is_success(runs: list[RunRecord]) -> bool:
 
 
 def _generic_label(runs: list[RunRecord], keys: list[str], run: RunRecord) -> str:
-    """``lam=0.5, norm=batch``; without varied settings the method (``all runs`` when several)."""
+    """``lam=0.5, norm=batch``; a setting the run does not have (another estimator's option) is left
+    out; without varied settings the method (``all runs`` when several)."""
     if keys:
         flat = run.flat
-        return ", ".join(f"{short_key(k)}={format_setting(flat.get(k))}" for k in keys)
+        return ", ".join(f"{short_key(k)}={format_setting(flat[k])}" for k in keys if flat.get(k) is not None)
     methods = {method_label(r.config) for r in runs}
     return methods.pop() if len(methods) == 1 else "all runs"
 
