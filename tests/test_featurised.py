@@ -1,6 +1,6 @@
 """The featurised bow-mlp policy: it learns the corridor through the real trainer in seconds, every
-evaluation (iteration 0 included) is recorded under evals/, and checkpoints work for resume and
-``gagpo eval --policy RUN_DIR``."""
+evaluation (iteration 0 included) is recorded under evals/, and checkpoints work for resume (bit for
+bit the uninterrupted run) and ``gagpo eval --policy RUN_DIR``."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import json
 import pytest
 import torch
 from envs.buttons import ButtonsEnvironment
+from train_runs import comparable
 
 from environments.pool import EnvPool
 from gagpo_cli.config import load_config
@@ -68,6 +69,17 @@ def test_resume_continues_and_eval_loads_the_run(buttons_run, tmp_path):
         episodes, _, _ = run_episodes(pool, agent, specs, batch_size=20)
     assert agent.action_mode == "score" and len(episodes) == 20
     assert sum(e.won for e in episodes) >= 12  # the trained weights, not a fresh uniform policy (1 in 12)
+
+
+def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path):
+    every = ["train.save_every=4", "train.eval_every=4"]
+    with EnvPool.from_environment(ButtonsEnvironment()) as pool:
+        straight = train(_config(tmp_path / "straight", 12, "buttons", *every), env_pool=pool)
+        train(_config(tmp_path / "cut", 4, "buttons", *every), env_pool=pool)
+        resumed = train(_config(tmp_path / "cut", 12, "buttons", *every), resume=True, env_pool=pool)
+    assert comparable(read_metrics(resumed)) == comparable(read_metrics(straight))
+    outcome = [(json.loads((run / "eval.json").read_text())["per_episode"]) for run in (resumed, straight)]
+    assert outcome[0] == outcome[1]
 
 
 def test_save_and_load_round_trip(tmp_path):

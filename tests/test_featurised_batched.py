@@ -97,6 +97,18 @@ def test_a_cleared_cache_gives_the_same_scores(states):
     assert len(policy._cache.pairs) < len(fresh._cache.pairs)
 
 
+def test_gradients_do_not_depend_on_what_the_policy_scored_before(states):
+    """Bit for bit: a resumed run starts with an empty cache, an uninterrupted one with a full one (and a
+    full cache is dropped), so the batch's layout must not depend on the order rows entered the cache."""
+    batch = states[:150]
+    fresh = _trained_policy()
+    seasoned = _trained_policy()
+    seasoned.score_actions(states[150:][::-1])  # other states first: different rows for the same content
+    seasoned.score_actions(batch[::-1])
+    for new, ref in zip(_gradients(seasoned, seasoned, batch), _gradients(fresh, fresh, batch), strict=True):
+        assert torch.equal(new, ref)
+
+
 def test_one_update_equals_the_straightforward_one(states):
     """The gradient the optimizer receives and the metrics of a score-mode update (the lab's settings)."""
     rng = random.Random(0)

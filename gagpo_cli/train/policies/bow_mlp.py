@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
 import itertools
 import re
 import zlib
@@ -73,6 +74,11 @@ def _tokens(text: str) -> list[str]:
 
 def _h(text: str) -> int:
     return zlib.crc32(text.encode())
+
+
+def _content_key(text: str) -> int:
+    """A 64-bit key of a table row's content: the order of a batch's rows (``_by_content``)."""
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little", signed=True)
 
 
 def _cross(a: np.ndarray | int, b: np.ndarray | int) -> np.ndarray:
@@ -259,6 +265,9 @@ class _FeatureCache:
     """Precomputation keyed by strings, and the tables (goals, pairs, observations, admissible sets,
     past-skeleton sets) whose row numbers the batch assembly works with. Bounded: everything is dropped
     at once when a table is large (between batches only, so row numbers stay valid within one).
+    Row numbers follow the order in which rows were first seen; each row of the goals, pairs,
+    observations and past-skeleton sets also has a key of its content (``*_key``), by which a batch
+    orders its distinct rows.
     Per-step entries (memories, inputs' parts) are tuples of numbers and arrays, which Python's
     garbage collector does not have to scan."""
 
@@ -270,18 +279,21 @@ class _FeatureCache:
         self.goals: dict[str, _Goal] = {}
         self.goal_rows: list[_Goal] = []
         self.goal_ids = _Ragged()  # by goal row: its state features
+        self.goal_key = _Column()
         self.actions: dict[str, _ActionText] = {}
         self.pairs: list[_Candidate] = []
         self.pair_linear, self.pair_deep = _Ragged(), _Ragged()  # by pair row: linear_ids, deep_ids
-        self.pair_role, self.pair_verb = _Column(), _Column()
+        self.pair_role, self.pair_verb, self.pair_key = _Column(), _Column(), _Column()
         self.texts: dict[str, _Observation] = {}
         self.observations: list[_Observation] = []
         self.observation_ids = _Ragged()  # by observation row: its features (the first OBS_WORDS: its head)
+        self.observation_key = _Column()
         self.set_rows: list[_CandidateSet] = []
         self.set_pairs = _Ragged()  # by set row: its candidates' pair rows
         self.n_memories = 0
         self.past_rows: dict[tuple[int, ...], int] = {}
         self.past_sets = _Ragged()  # by row of past_rows: the sorted role skeletons (0 when none)
+        self.past_key = _Column()
         self.seen: dict[tuple[int, int], np.ndarray] = {}
         self.inputs: dict[tuple, tuple] = {}  # an input's parts, by its content (``_input_key``)
         self._slots = np.empty(0, dtype=np.int64)
@@ -316,6 +328,7 @@ class _FeatureCache:
             g = self.goals[text] = _Goal(text, len(self.goal_rows))
             self.goal_rows.append(g)
             self.goal_ids.append(g.ids)
+            self.goal_key.append(_content_key(text))
         return g
 
     def candidate(self, goal: _Goal | str, text: str) -> _Candidate:
@@ -331,6 +344,7 @@ class _FeatureCache:
             self.pair_deep.append(c.deep_ids)
             self.pair_role.append(c.role)
             self.pair_verb.append(c.verb)
+            self.pair_key.append(_content_key(f"{goal.text}\n{text}"))
         return c
 
     def observation(self, text: str) -> _Observation:
@@ -339,6 +353,7 @@ class _FeatureCache:
             o = self.texts[text] = _Observation(text, len(self.observations))
             self.observations.append(o)
             self.observation_ids.append(o.ids)
+            self.observation_key.append(_content_key(text))
         return o
 
     def candidate_set(self, goal: _Goal, texts: tuple[str, ...]) -> _CandidateSet:
@@ -358,6 +373,7 @@ class _FeatureCache:
         if row is None:
             row = self.past_rows[roles] = self.past_sets.rows
             self.past_sets.append(np.array(roles or (0,), dtype=np.int64))
+            self.past_key.append(_content_key(",".join(map(str, roles))))
         return row
 
     def memory(self, goal: _Goal, past: tuple[str, ...]
@@ -490,6 +506,15 @@ def _rows(keys: np.ndarray, slots: np.ndarray | None = None) -> tuple[np.ndarray
     return distinct, slots[keys]
 
 
+def _by_content(distinct: np.ndarray, inverse: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``_rows``' (distinct table rows, row of each element among them) reordered by the rows' content
+    ``keys`` (a table's ``*_key`` column), so that the order does not depend on when rows were added."""
+    order = np.argsort(keys[distinct], kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return distinct[order], rank[inverse]
+
+
 def _pair_rows(a_of: np.ndarray, b_of: np.ndarray, b_count: int, slots: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Distinct pairs (a, b), lexicographically sorted, of elements given by a's and b's rows among their
@@ -565,14 +590,18 @@ class FeaturisedPolicy:
         own = np.stack([count, _cross(role, count), _cross(role, last),
                         _cross(verb, _SEEN[np.concatenate(seen)])], axis=1)
 
+        # distinct (goal, candidate) pairs, goals, observations and past skeleton sets, ordered by content:
+        # the batch's layout, and so the order in which the backward pass sums gradients, is the same
+        # whatever the cache saw before (a resumed run equals an uninterrupted one bit for bit)
         slots = cache.slots()
-        pairs, pair = _rows(candidate_pairs, slots)  # distinct (goal, candidate) pairs
-        goal_rows, goal_of = _rows(np.array(goal_rows, dtype=np.int64), slots)  # distinct goals, observations
-        state_rows, state_of = _rows(np.array(obs_rows, dtype=np.int64), slots)
-        # distinct (role skeleton, past skeletons) and (verb, observation), ordered by (hash, row)
+        pairs, pair = _by_content(*_rows(candidate_pairs, slots), cache.pair_key.array())
+        goal_rows, goal_of = _by_content(*_rows(np.array(goal_rows, dtype=np.int64), slots), cache.goal_key.array())
+        state_rows, state_of = _by_content(*_rows(np.array(obs_rows, dtype=np.int64), slots),
+                                           cache.observation_key.array())
+        # distinct (role skeleton, past skeletons) and (verb, observation), ordered by (hash, content)
         roles, role_of = _rows(role_of_pair[pairs])
         verbs, verb_of = _rows(verb_of_pair[pairs])
-        pasts, past_of = _rows(np.array(past_rows, dtype=np.int64), slots)
+        pasts, past_of = _by_content(*_rows(np.array(past_rows, dtype=np.int64), slots), cache.past_key.array())
         past_role, past_set, past_bag = _pair_rows(role_of[pair], np.repeat(past_of, sizes), len(pasts),
                                                    cache.slots(len(roles) * len(pasts)))
         obs_verb, obs_row, obs_bag = _pair_rows(verb_of[pair], np.repeat(state_of, sizes), len(state_rows),
