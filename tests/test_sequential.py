@@ -162,6 +162,17 @@ def test_the_report_rows_name_decision_round_seeds_and_the_design_interval(tmp_p
     assert any("Lan-DeMets" in note for note in summary.notes)
 
 
+def test_an_interval_past_the_range_of_two_success_rates_is_shown_cut_to_it(tmp_path):
+    state = _state(tmp_path, max_seeds=20)  # metric success_rate; the first look spends almost nothing
+    base = np.array([70.0, 80.0, 75.0, 90.0])
+    state.analyse(4, {"base": base, "c0": base + [5.0, -3.0, 9.0, 1.0], "c1": base + [20.0, 2.0, -10.0, 4.0]})
+    save_state(tmp_path, state)
+    assert state.comparisons["c1"].low < -100 < 100 < state.comparisons["c1"].high
+    (summary,) = sequential_summaries([tmp_path])
+    assert {r["interval"] for r in summary.rows} == {"[-100.00, +100.00]"}
+    assert any("cut to it" in note for note in summary.notes)
+
+
 @pytest.mark.parametrize("args,message", [
     (["--until-decided", "--seeds", "3"], "leave out --seeds"),
     (["--until-decided", "--max-seeds", "3"], "--max-seeds must be at least 4"),

@@ -33,6 +33,13 @@ class SequentialSummary:
 
 
 COLUMNS = ("comparison", "decision", "round", "seeds", "difference", "interval")
+RATE_RANGE = 100.0  # a difference of two success rates in points lies in [-100, +100]
+
+
+def _is_rate(metric: str) -> bool:
+    """Whether ``metric`` is a success rate in % (``success_rate``, ``per_type.<type>``), not a score
+    whose range the environment defines."""
+    return metric == "success_rate" or metric.startswith("per_type.")
 
 
 def _number(value: float | None) -> str:
@@ -45,8 +52,13 @@ def summarize(state: SequentialState, folder: Path) -> SequentialSummary:
     futility = f"{d.min_effect:g}" if d.min_effect is not None else ""
     summary = SequentialSummary(folder, f"{folder.name}: decisions against {d.baseline} ({d.metric}, "
                                         f"{len(state.looks)} round(s) run)")
+    bound = RATE_RANGE if _is_rate(d.metric) else float("inf")
+    cut = False
     for name, c in state.comparisons.items():
-        interval = "-" if c.low is None else f"[{_number(c.low)}, {_number(c.high)}]"
+        interval = "-"
+        if c.low is not None and c.high is not None:  # intersected with the possible range: coverage kept
+            cut = cut or c.low < -bound or c.high > bound
+            interval = f"[{_number(max(c.low, -bound))}, {_number(min(c.high, bound))}]"
         summary.rows.append({"comparison": f"{name} - {d.baseline}",
                              "decision": SHOWN.get(c.status, c.status).format(m=futility),
                              "status": c.status, "round": "-" if c.round is None else str(c.round),
@@ -60,6 +72,9 @@ def summarize(state: SequentialState, folder: Path) -> SequentialSummary:
         "interval: the repeated confidence interval of the paired difference (cell - baseline, same seeds) "
         "at the comparison's last look; it holds at every look at once, so the decisions keep their "
         "error rates although the seeds stopped on the data",
+        *([f"an interval shown as +-{RATE_RANGE:g} reaches past the range of a difference of two success "
+           "rates and is cut to it: at the first looks the design spends almost none of alpha, so it "
+           "cannot decide yet"] if cut else []),
         "decisions: better / worse when the interval excludes 0; "
         + (f"no difference when it lies inside +-{futility}" if futility else "no futility bound (--min-effect)"),
         f"looks at seeds: {seeds}" + (f"; next round: {next_look} seeds of {', '.join(running)}"
