@@ -8,6 +8,7 @@ import functools
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 import scipy.stats
 
@@ -199,9 +200,15 @@ def test_gagpo_report_on_a_decided_sweep_prints_the_decisions(tmp_path):
         for seed in range(state.comparisons["c0"].seeds):
             value = 50 + trainer.score(cell, seed)
             write_run(folder / cell / f"s{seed}", estimator, "alfworld", value, value, seed=seed)
-    code, out, err = run_cli(["report", str(folder), "--out", str(tmp_path / "report")])
+    code, out, err = run_cli(["report", str(folder), "--baseline", "estimator=grpo", "--out", str(tmp_path / "report")])
     assert code == 0, err
     assert "decisions against base" in out and "better" in out and "Lan-DeMets" in out
+    # the fixed-n table over the same runs describes, and leaves the decision to the design
+    assert "seeds chosen by --until-decided" in out and "not separated" not in out
+    table = pd.read_csv(tmp_path / "report" / "results.csv")
+    decisions = table[[c for c in table.columns if c.endswith(" decision")]].stack().dropna()
+    assert set(decisions) == {"sequential"}
+    assert table[[c for c in table.columns if c.endswith(" p_holm")]].isna().all().all()
 
 
 @pytest.mark.parametrize("given", ["method=grpo", "grpo", "GRPO"])

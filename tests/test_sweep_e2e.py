@@ -135,6 +135,31 @@ def test_ray_launcher_runs_a_two_cell_sweep_on_a_local_instance(setup):
     assert "2 done" in stdout
 
 
+@pytest.mark.ray
+def test_until_decided_runs_its_rounds_through_the_ray_launcher(setup):
+    """The first round (seeds 0-3 of both cells) as Ray tasks, then the analysis: a cap of 4 seeds stops
+    both comparisons there, with their decision state recorded and printed by ``gagpo report``."""
+    pytest.importorskip("ray")
+    root, model_dir, env = setup
+    out = root / "ray-rounds"
+    args = ["ablate", "--grid", "norm=group,none", "--until-decided", "--max-seeds", "4", "--launcher", "ray",
+            "--cpus-per-cell", "1", "--model", str(model_dir), "--output-dir", str(out), "--name", "rounds",
+            *CELL]
+    proc = _gagpo(args, env)
+    stdout, stderr = proc.communicate(timeout=600)
+    assert proc.returncode == 0, stdout + stderr
+    for norm in ("group", "none"):
+        assert all(_eval_of(out / "rounds" / f"norm={norm}" / f"s{seed}")["episodes"] == 4 for seed in range(4))
+    state = json.loads((out / "rounds" / "sequential.json").read_text())
+    assert [look["n"] for look in state["looks"]] == [4]
+    (comparison,) = state["comparisons"].values()
+    assert comparison["seeds"] == 4 and comparison["status"] in ("better", "worse", "cap")
+    report = _gagpo(["report", str(out / "rounds"), "--out", str(root / "ray-report")], env)
+    stdout, stderr = report.communicate(timeout=300)
+    assert report.returncode == 0, stderr
+    assert "decisions against norm=group" in stdout and "Lan-DeMets" in stdout
+
+
 def test_a_failed_cell_is_reported_with_its_log_and_the_others_finish(setup):
     root, model_dir, env = setup
     out = root / "fail-runs"

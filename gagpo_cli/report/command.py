@@ -20,7 +20,7 @@ from gagpo_cli.errors import UsageError, warn
 from gagpo_cli.output_paths import output_folder
 from gagpo_cli.report.aggregate import env_name
 from gagpo_cli.report.runs import RunRecord, load_runs
-from gagpo_cli.report.sequential_report import print_sequential
+from gagpo_cli.report.sequential_report import print_sequential, sequential_summaries
 from gagpo_cli.report.tables import (
     ReportTable,
     RunValue,
@@ -122,6 +122,14 @@ def report_command(paths: list[Path], number: int | None = None, out: Path | str
                            f"{len(runs) - len(finished) - stale} without eval.json, {stale} whose eval.json is "
                            "not for the configured train.iterations")
     auc = auc_table(finished, number, baseline, min_effect)
+    sequential = sequential_summaries(list(paths))
+    for found in filter(None, (table, auc)):
+        if sequential:  # --until-decided chose the seed counts: only its design decides (sequential_report.py)
+            found.seeds_stopped_on_data = True
+            found.notes.insert(0, f"{', '.join(s.folder.name for s in sequential)}: seeds chosen by "
+                                  "--until-decided after looking at the results, so a fixed-n test here would not "
+                                  "keep its error rate; the decisions read 'sequential' and are the design's, "
+                                  "printed below (p-values shown unadjusted, for description)")
     if auc is None:
         table.notes.append("no evaluation curves sharing two iterations (evals/iter_*.json; train.eval_every > 0 "
                            "writes them): no area-under-the-curve table")

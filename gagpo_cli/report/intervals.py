@@ -44,6 +44,7 @@ SEED = 20210830  # arXiv 2108.13264 v1
 MIN_IQM_RUNS = 4  # trim_mean(0.25) trims nothing below 4 runs: IQM would just be the mean
 MIN_DECISION_SEEDS = 3  # no "settled" and no bold below three seeds a side
 ALPHA = 0.05
+SEQUENTIAL = "sequential"  # the decision of a comparison whose seeds an --until-decided sweep chose
 ALL_TASKS = "all tasks"
 
 
@@ -99,14 +100,19 @@ class Comparison:
     seeds_needed: int | None = None
     unpaired_because: str = ""
     differences: str = ""
+    stopped_on_data: bool = False  # the seed counts were chosen by looking at the results
 
     @property
     def decidable(self) -> bool:
-        return bool(self.test) and self.seeds >= MIN_DECISION_SEEDS and math.isfinite(self.p)
+        return (bool(self.test) and self.seeds >= MIN_DECISION_SEEDS and math.isfinite(self.p)
+                and not self.stopped_on_data)
 
     @property
     def decision(self) -> str:
-        """``higher`` / ``lower`` (Holm-adjusted p < alpha), ``open``, or ``n < 3`` (no decision)."""
+        """``higher`` / ``lower`` (Holm-adjusted p < alpha), ``open``, ``n < 3`` (no decision), or
+        ``sequential`` (seeds stopped on the data: the fixed-n test decides nothing)."""
+        if self.stopped_on_data:
+            return SEQUENTIAL
         if not self.decidable:
             return f"n < {MIN_DECISION_SEEDS}"
         if self.p_holm < ALPHA:
@@ -295,14 +301,22 @@ def compare_rows(table: ReportTable, row: Row, reference: Row, header: str, desc
     ``describe``: P(row > reference)'s bootstrap interval and the settings in which the runs differ."""
     names = (row.block, row.label, reference.label, header)
     if header == ALL_TASKS:
-        return _compare_tasks(table, row, reference)
+        return _stopped_on_data(table, _compare_tasks(table, row, reference))
     x, y, seeds, why = _cell_pair(row, reference, header)
     if not (x.size and y.size):
         return None
     comparison = compare([x], [y], bool(seeds), *names, describe=describe)
     diff = describe_differences(differences(row.members.get(header, []), reference.members.get(header, []),
                                             table.stated)) if describe else ""
-    return _with(comparison, unpaired_because=why if comparison.test else "", differences=diff)
+    return _stopped_on_data(table, _with(comparison, unpaired_because=why if comparison.test else "",
+                                         differences=diff))
+
+
+def _stopped_on_data(table: ReportTable, comparison: Comparison | None) -> Comparison | None:
+    """``comparison`` marked as deciding nothing where the table's seed counts were chosen on the data."""
+    if comparison is None or not table.seeds_stopped_on_data:
+        return comparison
+    return _with(comparison, stopped_on_data=True)
 
 
 def sized(table: ReportTable, row: Row, reference: Row, header: str, comparison: Comparison) -> Comparison:

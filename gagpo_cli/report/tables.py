@@ -132,6 +132,7 @@ class ReportTable:
     stated: tuple[str, ...] = ("estimator.", "env.name", "model.name")
     tasks_share_runs: bool = False
     min_effect: float | None = None
+    seeds_stopped_on_data: bool = False  # runs of an --until-decided sweep: fixed-n tests decide nothing
     analysis: Any = field(default=None, repr=False)  # intervals.Analysis, computed on first use
 
     def measured_labels(self) -> list[str]:

@@ -230,7 +230,7 @@ def _notes(table: ReportTable) -> list[str]:
     if any(table.fewer_seeds(r, c) for r in table.rows for c in table.columns):
         notes.append(f"{FEWER_SEEDS} fewer seeds than the other cells (n < {table.max_n}; n per cell in the CSV)")
     for (block, header), leader in analysis.leaders.items():
-        if leader.best is not None:
+        if leader.best is not None or table.seeds_stopped_on_data:  # nothing separates on a sequential sweep
             continue
         where = f"{block}, {header}" if block else header
         text = (f"{where}: the leading rows {', '.join(leader.tied)} are not separated at n = {leader.n} "
