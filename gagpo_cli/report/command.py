@@ -127,9 +127,9 @@ def report_command(paths: list[Path], number: int | None = None, out: Path | str
         if sequential:  # --until-decided chose the seed counts: only its design decides (sequential_report.py)
             found.seeds_stopped_on_data = True
             found.notes.insert(0, f"{', '.join(s.folder.name for s in sequential)}: seeds chosen by "
-                                  "--until-decided after looking at the results, so a fixed-n test here would not "
-                                  "keep its error rate: every decision here reads 'sequential' (p-values unadjusted, for "
-                                  "description); the design decides its own metric, printed below")
+                                  "--until-decided after looking at the results, so a fixed-n test here would "
+                                  "not keep its error rate: every decision here reads 'sequential' (p-values "
+                                  "unadjusted, for description); the design decides its own metric, printed below")
     if auc is None:
         table.notes.append("no evaluation curves sharing two iterations (evals/iter_*.json; train.eval_every > 0 "
                            "writes them): no area-under-the-curve table")
