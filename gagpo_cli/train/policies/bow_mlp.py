@@ -506,10 +506,15 @@ def _rows(keys: np.ndarray, slots: np.ndarray | None = None) -> tuple[np.ndarray
     return distinct, slots[keys]
 
 
-def _by_content(distinct: np.ndarray, inverse: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``_rows``' (distinct table rows, row of each element among them) reordered by the rows' content
-    ``keys`` (a table's ``*_key`` column), so that the order does not depend on when rows were added."""
-    order = np.argsort(keys[distinct], kind="stable")
+def _by_content(rows: Sequence[int] | np.ndarray, keys: _Column, slots: np.ndarray | None
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """``_rows`` of a table's ``rows`` (distinct rows, the position of each element among them), the
+    distinct rows ordered by their content ``keys`` (the table's ``*_key`` column) rather than by when
+    they entered the cache: the batch's layout, and so the order in which the backward pass sums
+    gradients, does not depend on what the policy scored before (a resumed run equals an uninterrupted
+    one bit for bit)."""
+    distinct, inverse = _rows(np.asarray(rows, dtype=np.int64), slots)
+    order = np.argsort(keys.array()[distinct], kind="stable")
     rank = np.empty_like(order)
     rank[order] = np.arange(len(order))
     return distinct[order], rank[inverse]
@@ -590,18 +595,14 @@ class FeaturisedPolicy:
         own = np.stack([count, _cross(role, count), _cross(role, last),
                         _cross(verb, _SEEN[np.concatenate(seen)])], axis=1)
 
-        # distinct (goal, candidate) pairs, goals, observations and past skeleton sets, ordered by content:
-        # the batch's layout, and so the order in which the backward pass sums gradients, is the same
-        # whatever the cache saw before (a resumed run equals an uninterrupted one bit for bit)
-        slots = cache.slots()
-        pairs, pair = _by_content(*_rows(candidate_pairs, slots), cache.pair_key.array())
-        goal_rows, goal_of = _by_content(*_rows(np.array(goal_rows, dtype=np.int64), slots), cache.goal_key.array())
-        state_rows, state_of = _by_content(*_rows(np.array(obs_rows, dtype=np.int64), slots),
-                                           cache.observation_key.array())
+        slots = cache.slots()  # distinct pairs, goals, observations (and past sets below) in content order
+        pairs, pair = _by_content(candidate_pairs, cache.pair_key, slots)
+        goal_rows, goal_of = _by_content(goal_rows, cache.goal_key, slots)
+        state_rows, state_of = _by_content(obs_rows, cache.observation_key, slots)
         # distinct (role skeleton, past skeletons) and (verb, observation), ordered by (hash, content)
         roles, role_of = _rows(role_of_pair[pairs])
         verbs, verb_of = _rows(verb_of_pair[pairs])
-        pasts, past_of = _by_content(*_rows(np.array(past_rows, dtype=np.int64), slots), cache.past_key.array())
+        pasts, past_of = _by_content(past_rows, cache.past_key, slots)
         past_role, past_set, past_bag = _pair_rows(role_of[pair], np.repeat(past_of, sizes), len(pasts),
                                                    cache.slots(len(roles) * len(pasts)))
         obs_verb, obs_row, obs_bag = _pair_rows(verb_of[pair], np.repeat(state_of, sizes), len(state_rows),
