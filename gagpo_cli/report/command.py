@@ -20,7 +20,7 @@ from gagpo_cli.errors import UsageError, warn
 from gagpo_cli.output_paths import output_folder
 from gagpo_cli.report.aggregate import env_name
 from gagpo_cli.report.runs import RunRecord, load_runs
-from gagpo_cli.report.sequential_report import print_sequential, sequential_summaries
+from gagpo_cli.report.sequential_report import print_summaries, sequential_summaries
 from gagpo_cli.report.tables import (
     ReportTable,
     RunValue,
@@ -123,8 +123,8 @@ def report_command(paths: list[Path], number: int | None = None, out: Path | str
                            "not for the configured train.iterations")
     auc = auc_table(finished, number, baseline, min_effect)
     sequential = sequential_summaries(list(paths))
-    for found in filter(None, (table, auc)):
-        if sequential:  # --until-decided chose the seed counts: only its design decides (sequential_report.py)
+    if sequential:  # --until-decided chose the seed counts: only its design decides (sequential_report.py)
+        for found in filter(None, (table, auc)):
             found.seeds_stopped_on_data = True
             found.notes.insert(0, f"{', '.join(s.folder.name for s in sequential)}: seeds chosen by "
                                   "--until-decided after looking at the results, so a fixed-n test here would "
@@ -136,7 +136,7 @@ def report_command(paths: list[Path], number: int | None = None, out: Path | str
     print_table(table, console)
     if auc is not None:
         print_table(auc, console)
-    print_sequential(list(paths), console)  # the decisions of --until-decided sweeps (sequential_report.py)
+    print_summaries(sequential, console)  # the decisions of --until-decided sweeps, read once above
     stem = f"table{number}" if number else "results"
 
     def write(folder: Path) -> None:

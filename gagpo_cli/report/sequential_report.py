@@ -114,8 +114,13 @@ def sequential_table(summary: SequentialSummary) -> Table:
 def print_sequential(paths: list[Path], console: Console) -> list[SequentialSummary]:
     """Print the decisions of every ``--until-decided`` sweep under ``paths`` with their notes."""
     summaries = sequential_summaries(paths)
+    print_summaries(summaries, console)
+    return summaries
+
+
+def print_summaries(summaries: list[SequentialSummary], console: Console) -> None:
+    """Print ``sequential_summaries``' tables with their notes."""
     for summary in summaries:
         console.print(sequential_table(summary))
         for note in summary.notes:
             console.print(f"  {escape(note)}", highlight=False, soft_wrap=True)
-    return summaries
