@@ -2,7 +2,7 @@
 on the same prompts in the same run; and where an iteration's time goes.
 
 Prompts are real first-turn agent prompts: ``--prompts`` WebShop (embedded) task instances rendered by
-``gagpo_cli.train.acting.prompts.render_prompt`` through the policy's chat template. Each engine answers
+``gagpo_cli.train.prompts.render_prompt`` through the policy's chat template. Each engine answers
 all of them in one batched call (temperature 1.0, seeded, ``--max-new-tokens``); the baseline
 calls ``Policy.generate`` with one prompt at a time. Throughput = generated tokens / wall seconds
 (EOS included; answers may stop early, so each engine's own token count is used). Each engine is
@@ -34,7 +34,7 @@ import torch  # noqa: E402
 
 from gagpo_cli.config import ModelConfig, load_config  # noqa: E402
 from gagpo_cli.train.acting.engines import build_engine, vllm_problem  # noqa: E402
-from gagpo_cli.train.acting.prompts import render_prompt  # noqa: E402
+from gagpo_cli.train.prompts import render_prompt  # noqa: E402
 from gagpo_cli.train.policies.lm import Policy  # noqa: E402
 from gagpo_core.atomic import atomic_write_json  # noqa: E402
 

@@ -1,6 +1,6 @@
 """Power and seeds spent of ``gagpo ablate --until-decided`` (the group-sequential design of
-``gagpo_cli/report/group_sequential.py``) against the fixed-n paired t-test with the same maximum,
-through the whole decision loop with the toy trainer of ``tests/sequential_sim.py``: one cell
+``stats/group_sequential.py``) against the fixed-n paired t-test with the same maximum,
+through the whole decision loop with the toy trainer of ``gagpo_cli/sweep/simulate.py``: one cell
 against the baseline, per-seed differences N(effect, 1), so the effect is in units of the per-seed
 difference SD. Prints the Markdown table of docs/sequential.md.
 
@@ -23,7 +23,7 @@ import scipy.stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.sequential_sim import simulate  # noqa: E402
+from gagpo_cli.sweep.simulate import simulate  # noqa: E402
 
 EFFECTS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
 

@@ -38,7 +38,7 @@ class EMPG(Estimator):
     zeta = 0.05. The paper's own hyper-parameter table was not read. The authors published no code;
     this estimator equals ARLArena's implementation (WillDreamer/ARLArena
     ``recipe/shop_agent/ppo/core_algos.py`` @ dc1da9f) on its fixture batches, up to float32 rounding
-    (tests/test_estimators_empg_arlarena.py); ARLArena's GRPO keeps a one-row group's raw score where
+    (tests/estimators/test_estimators_empg_arlarena.py); ARLArena's GRPO keeps a one-row group's raw score where
     ours gives 0, so no fixture batch has a one-row rollout group.
     Loss as GRPO's: token ratios, "token-mean" aggregation.
     """

@@ -24,7 +24,7 @@ class GiGPO(Estimator):
     lowered by its own penalty
     (``grpo.episode_advantage``) and the step term ``R_t`` from environment rewards minus the row's own
     penalty (``penalty.step_returns``); with rows of groups of at least two rows this reproduces
-    verl-agent's ``compute_gigpo_outcome_advantage`` (tests/test_penalty_parity.py).
+    verl-agent's ``compute_gigpo_outcome_advantage`` (tests/estimators/test_penalty_parity.py).
     docs/algorithms.md#baselines edge rule, which departs from the reference code (which keeps the raw
     value there): a one-row group, a
     singleton anchor group, or a zero spread gives 0.

@@ -43,7 +43,7 @@ class HGPO(Estimator):
     ``L = k``. "code" (default) is what ran; "paper" is the other reading. The paper defines no base
     group, so ``base_group`` needs ``weight_index="code"``.
 
-    Checked against the official code's numbers (tests/test_estimators_hgpo_official.py, fixture made by
+    Checked against the official code's numbers (tests/estimators/test_estimators_hgpo_official.py, fixture made by
     tests/fixtures/hgpo_official/make_fixture.py from core_hgpo.py at verl-agent 20bd331). Differences
     from the code: float64 instead of float32; the episode term's one-row group gives 0 (this project's
     GRPO) where the code keeps the raw score; a rollout group whose trajectory scores are all equal has

@@ -87,7 +87,7 @@ def evaluate(env_name: str, policy: AgentPolicy | str, episodes: int, split: str
         split = choose_split(info, split)
         specs = evaluation_specs(pool, split, episodes, seed)
         if say is not None and getattr(actor, "action_mode", None) == "generate":
-            from gagpo_cli.estimate import announce_eval_estimate
+            from gagpo_cli.train.forecast import announce_eval_estimate
 
             announce_eval_estimate(acting, pool, split, episodes=len(specs), batch_size=batch_size,
                                    max_steps=max_steps or info.max_steps,

@@ -21,7 +21,7 @@ under the umask (0644 files, 0755 folders under 022), as transformers' ``save_pr
 The generation config samples as the run evaluated (``Policy.generate``): plain softmax at
 ``rollout.eval_temperature`` (greedy at 0), no top-k / top-p, ``rollout.max_new_tokens`` new tokens,
 stopping at every EOS id the policy stops at. The model was trained on the toolkit's prompts
-(``train/acting/prompts.py``): ``gagpo eval --policy OUT --env ENV`` plays it with them.
+(``train/train/prompts.py``): ``gagpo eval --policy OUT --env ENV`` plays it with them.
 
 Refused: a policy kind that is not a transformers model (``bow-mlp``; ``exportable`` in
 ``train/policies/kinds.py``) and a LoRA run with ``model.lora_scope: action`` (the prompt is read

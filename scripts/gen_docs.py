@@ -9,7 +9,7 @@
 - config.md: every key of the config classes (``gagpo_cli.config``) with its type, default and description
   (the field's ``doc`` metadata; a key without one is an error), then the built-in experiments and sweeps.
 
-tests/test_docs_generated.py fails when a committed page differs from what this script writes.
+tests/project/test_docs_generated.py fails when a committed page differs from what this script writes.
 """
 
 from __future__ import annotations

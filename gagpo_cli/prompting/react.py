@@ -26,7 +26,7 @@ from typing import Any
 
 from gagpo_cli.agents import SlotView
 from gagpo_cli.train.acting.generate_rollout import MALFORMED_CHARS
-from gagpo_cli.train.acting.prompts import parse_action, parse_thought, render_react_prompt
+from gagpo_cli.train.prompts import parse_action, parse_thought, render_react_prompt
 
 THOUGHT_PREFIX = "think: "  # what the environment receives for a thought-only step (ReAct's ALFWorld syntax)
 

@@ -23,7 +23,7 @@ from typing import Any
 from environments.pool import EnvPool, ResetSpec
 from gagpo_cli.episodes import EpisodeRecord, play_episodes, record_of
 from gagpo_cli.prompting.react import ReactAgent, audit_steps, numbered, react_history
-from gagpo_cli.train.acting.prompts import parse_thought, render_reflection_prompt
+from gagpo_cli.train.prompts import parse_thought, render_reflection_prompt
 
 REFLECTION_CHARS = 2000  # a reflection is kept (and shown later) at most this long
 

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from gagpo_cli.report import statistics as st
+from stats import fixed_n as st
 from gagpo_cli.report.runs import RunRecord
 from gagpo_cli.report.settings import describe as describe_differences
 from gagpo_cli.report.settings import differences, evaluation_mismatch

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from gagpo_cli.report import statistics as st
+from stats import fixed_n as st
 from gagpo_cli.report.intervals import ALL_TASKS, NO_INTERVAL, Analysis, Comparison, Interval, analysis_of
 from gagpo_cli.report.tables import FEWER_SEEDS, Column, ReportTable, Row
 from gagpo_core.atomic import atomic_write_text

@@ -1,6 +1,6 @@
 """The decision loop of ``gagpo ablate --until-decided`` and its state, independent of how runs are
 trained: seeds run in rounds, every comparison against the baseline is analysed after each round
-with the group-sequential procedure of ``report/group_sequential.py``, and the cells whose
+with the group-sequential procedure of ``stats/group_sequential.py``, and the cells whose
 comparison is decided (better, worse, no difference of ``--min-effect`` or more) or reached
 ``--max-seeds`` stop; the others get the next round's seeds.
 
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from gagpo_cli.errors import UsageError
-from gagpo_cli.report.group_sequential import (
+from stats.group_sequential import (
     RESERVE,
     decision,
     look_boundary,

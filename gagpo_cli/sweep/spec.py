@@ -251,7 +251,7 @@ def _base_path(data: dict[str, Any], source: Path | None) -> str | None:
 def _validate(cfg: ExperimentConfig, cell: Cell) -> None:
     """What training would refuse before loading a model: names, estimator options, settings."""
     from estimators import get_estimator
-    from gagpo_cli.config_checks import check_settings
+    from gagpo_cli.train.config_checks import check_settings
 
     where = f"cell '{cell.name}'"
     try:

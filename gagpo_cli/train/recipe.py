@@ -39,10 +39,10 @@ import numpy as np
 import torch
 
 from gagpo_cli.config import ExperimentConfig
-from gagpo_cli.config_checks import check_settings
+from gagpo_cli.train.config_checks import check_settings
 from gagpo_cli.episodes import choose_split
 from gagpo_cli.errors import UsageError, user_input
-from gagpo_cli.estimate import RunProgress, announce_estimate
+from gagpo_cli.train.forecast import RunProgress, announce_estimate
 from gagpo_cli.models import check_model_source, describe_model
 from gagpo_cli.threads import apply_threads
 from gagpo_cli.train import distributed

@@ -17,7 +17,7 @@ import torch
 
 from gagpo_cli.agents import SlotView
 from gagpo_cli.train.acting.decision import Decision, Generated
-from gagpo_cli.train.acting.prompts import parse_action, render_prompt
+from gagpo_cli.train.prompts import parse_action, render_prompt
 
 MALFORMED_CHARS = 200  # a malformed output reaches the environment (and later prompts) this short
 

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gagpo_cli.train.acting.prompts import SCORE_OPEN, candidate_text, render_score_prompt
+from gagpo_cli.train.prompts import SCORE_OPEN, candidate_text, render_score_prompt
 from gagpo_cli.train.policies.lm_generate import new_cache
 from gagpo_cli.train.policies.padding import pad_tokens
 from gagpo_cli.train.policies.scoring import ScoreInput, ScoreOutput, check_norm

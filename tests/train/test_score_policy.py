@@ -10,7 +10,7 @@ from tiny_model import tiny_policy
 
 import gagpo_cli.train.policies.lm_score as lm_score
 from gagpo_cli.config import ModelConfig
-from gagpo_cli.train.acting.prompts import SCORE_CLOSE, SCORE_OPEN, candidate_text, render_score_prompt
+from gagpo_cli.train.prompts import SCORE_CLOSE, SCORE_OPEN, candidate_text, render_score_prompt
 from gagpo_cli.train.policies.lm import Policy
 from gagpo_cli.train.policies.lm_score import length_buckets
 from gagpo_cli.train.policies.scoring import ActionScorer, ScoreInput

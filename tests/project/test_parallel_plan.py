@@ -7,11 +7,11 @@ from pathlib import Path
 
 import conftest
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 
 
 def _modules_containing(*needles: str) -> set[str]:
-    return {path.stem for path in TESTS.glob("test_*.py") if path.stem != Path(__file__).stem
+    return {path.stem for path in TESTS.rglob("test_*.py") if path.stem != Path(__file__).stem
             and any(needle in path.read_text(encoding="utf-8") for needle in needles)}
 
 

@@ -1,4 +1,4 @@
-"""The up-front run-time estimate and its announcement before training (gagpo_cli.estimate)."""
+"""The up-front run-time estimate and its announcement before training (gagpo_cli.train.forecast)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from tiny_model import tiny_policy
 from train_runs import run_flags, train_in_process
 
 from gagpo_cli.config import ExperimentConfig
-from gagpo_cli.estimate import (
+from gagpo_cli.train.forecast import (
     Estimate,
     RunProgress,
     TurnCost,

@@ -13,8 +13,8 @@ import pytest
 import scipy.stats
 
 from gagpo_cli.errors import UsageError
-from gagpo_cli.report.group_sequential import RESERVE, spent, z_boundaries
-from gagpo_cli.report.sequential_report import sequential_summaries
+from stats.group_sequential import RESERVE, spent, z_boundaries
+from gagpo_cli.sweep.sequential_report import sequential_summaries
 from gagpo_cli.sweep.sequential import (
     STATE_FILE,
     SequentialState,
@@ -24,7 +24,7 @@ from gagpo_cli.sweep.sequential import (
     save_state,
     until_decided,
 )
-from tests.sequential_sim import ToyTrainer, simulate
+from gagpo_cli.sweep.simulate import ToyTrainer, simulate
 from tests.support import run_cli
 
 ALPHA = 0.05

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("gagpo_core", "estimators", "environments", "gagpo_cli")
-LAYER = {"gagpo_core": 0, "estimators": 1, "environments": 1, "gagpo_cli": 2}
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("gagpo_core", "stats", "estimators", "environments", "gagpo_cli")
+LAYER = {"gagpo_core": 0, "stats": 1, "estimators": 1, "environments": 1, "gagpo_cli": 2}
 LIBRARIES = ["estimators", "estimators.gagpo", "estimators.gigpo", "estimators.ppo", "environments",
              "environments.pool", "environments.webshop", "environments.webshop.generate_catalog",
              "environments.alfworld", "environments.alfworld.pddl_export"]

@@ -13,7 +13,7 @@ import pytest
 from support import assert_one_error_line, run_cli
 
 from gagpo_cli.config import load_config
-from gagpo_cli.config_checks import check_settings
+from gagpo_cli.train.config_checks import check_settings
 from gagpo_cli.errors import UsageError
 
 LAB = ["lab-alfworld", "--iterations", "1"]  # the bow-mlp lab experiment: no model download

@@ -1,6 +1,6 @@
 """What a training run shows from its first line to its last: the baseline and the final evaluations
 run under the heartbeat and the iteration bar, and the baseline under the run's Ctrl-C handling
-(gagpo_cli.train.recipe with gagpo_cli.estimate.RunProgress)."""
+(gagpo_cli.train.recipe with gagpo_cli.train.forecast.RunProgress)."""
 
 from __future__ import annotations
 

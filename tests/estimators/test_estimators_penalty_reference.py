@@ -6,9 +6,9 @@ text reads: returns and scores from the environment rewards ``r`` alone, then ea
 and own score minus its own
 penalty ``p``; GAGPO's TD residual uses ``r - p``; ppo lowers the row's own advantage and target.
 It shares no code with the ``estimators`` package (only the list helpers of
-tests/test_estimators_reference.py). (The ``reward`` rule is checked bit for bit against
-the penalty folded into the rewards in tests/test_penalty.py, and that against the
-docs/algorithms.md#gagpo to #baselines reference in tests/test_estimators_reference.py.)
+tests/estimators/test_estimators_reference.py). (The ``reward`` rule is checked bit for bit against
+the penalty folded into the rewards in tests/estimators/test_penalty.py, and that against the
+docs/algorithms.md#gagpo to #baselines reference in tests/estimators/test_estimators_reference.py.)
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from gagpo_cli.agents import SlotView
 from gagpo_cli.config import builtin_experiments
 from gagpo_cli.console import Heartbeat, progress_bar
 from gagpo_cli.episodes import choose_split
-from gagpo_cli.train.acting.prompts import render_prompt
+from gagpo_cli.train.prompts import render_prompt
 
 PROBE_TOKENS = 6  # decode steps timed per calibration batch
 DECODE_ROWS = 8  # the larger batch of the decode-step fit

@@ -4,7 +4,7 @@ skip-zero, evaluation), the tiny language model in generate mode (PPO with its c
 two mini-batches) and in score mode (GAGPO, LoRA).
 
 The numbers live in ``tests/golden/metrics.json``. After a change that is meant to alter learning,
-rewrite them with ``GAGPO_WRITE_GOLDEN=1 python -m pytest tests/test_golden.py`` and say why in the
+rewrite them with ``GAGPO_WRITE_GOLDEN=1 python -m pytest tests/train/test_golden.py`` and say why in the
 commit. Timings and throughput are left out; diagnostics that measure float rounding (``ROUNDING``) are
 checked against a bound, not the recorded value; everything else must agree to float tolerance.
 """
@@ -25,7 +25,7 @@ from gagpo_cli.config import load_config
 from gagpo_cli.train.recipe import train
 from gagpo_cli.train.records import read_metrics
 
-GOLDEN = Path(__file__).parent / "golden" / "metrics.json"
+GOLDEN = Path(__file__).parents[1] / "golden" / "metrics.json"
 UNTIMED = ("timing/", "perf/")
 # |p_rollout - p_update| of the same weights and tokens: two float32 forward passes that differ only in
 # batching and kernels, so the machine and the thread scheduling decide the value (1e-8 to 1e-6 seen).

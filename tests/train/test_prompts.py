@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gagpo_cli.train.acting.prompts import GENERIC_ROLE, ROLES, parse_action, render_prompt
+from gagpo_cli.train.prompts import GENERIC_ROLE, ROLES, parse_action, render_prompt
 
 
 def _render(env: str = "alfworld", **kw):

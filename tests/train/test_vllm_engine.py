@@ -2,7 +2,7 @@
 weight sync takes effect (LoRA adapter requests, and full weights reloaded in place).
 
 Runs only where vLLM imports: ``bash scripts/setup_vllm.sh`` makes that environment, then
-``~/.venvs/gagpo-vllm/bin/python -m pytest -m vllm tests/test_vllm_engine.py``.
+``~/.venvs/gagpo-vllm/bin/python -m pytest -m vllm tests/train/test_vllm_engine.py``.
 """
 
 from __future__ import annotations

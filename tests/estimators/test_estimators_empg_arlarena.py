@@ -12,7 +12,7 @@ import pytest
 
 from estimators import StepBatch, get_estimator
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "empg_arlarena" / "advantages.json").read_text())
+FIXTURE = json.loads((Path(__file__).parents[1] / "fixtures" / "empg_arlarena" / "advantages.json").read_text())
 
 
 def batch_of(rows: list[list]) -> StepBatch:

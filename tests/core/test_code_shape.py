@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 LIMIT = 60
-ROOT = Path(__file__).resolve().parents[1] / "gagpo_cli"
+ROOT = Path(__file__).resolve().parents[2] / "gagpo_cli"
 
 
 def _body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:

@@ -35,7 +35,7 @@ def setup(tmp_path_factory):
     tiny_model(len(tokenizer)).save_pretrained(model_dir)
     tokenizer.save_pretrained(model_dir)
     plugin = install_plugin(root / "plugin", HALF_ALPHABET,
-                            {"half.py": (Path(__file__).parent / "envs" / "half_alphabet.py").read_text()})
+                            {"half.py": (Path(__file__).parents[1] / "envs" / "half_alphabet.py").read_text()})
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(plugin), os.environ.get("PYTHONPATH")])),
            "COLUMNS": "200"}
     return root, model_dir, env

@@ -15,7 +15,7 @@ import scipy.stats
 from report_runs import run_report, table_row, write_run
 
 from gagpo_cli.errors import UsageError
-from gagpo_cli.report import statistics as st
+from stats import fixed_n as st
 from gagpo_cli.report.aggregate import METHOD_ORDER, method_label
 from gagpo_cli.report.command import report_command
 from gagpo_cli.report.intervals import analysis_of

@@ -1,5 +1,5 @@
 """``gagpo plan``: one row per GPU count with the memory plan's parts, whether it fits, and the settings
-that would; bad input is one line and exit 2 (tests/test_bad_input.py has the campaign's cases)."""
+that would; bad input is one line and exit 2 (tests/cli/test_bad_input.py has the campaign's cases)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``gagpo_cli.report.statistics`` against hand computations on fixed numbers, scipy's tests and
+"""``stats.fixed_n`` against hand computations on fixed numbers, scipy's tests and
 rliable (Agarwal et al. 2021, numbers stored by tests/fixtures/rliable/make_reference.py): IQM, mean,
 probability of improvement exactly; bootstrap intervals equal to a plain per-replicate loop drawing
 from the same generator, and within Monte-Carlo tolerance of rliable's; Student-t cell intervals,
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from gagpo_cli.report import statistics as st
+from stats import fixed_n as st
 
 EIGHT = np.array([7.0, 1.0, 100.0, 3.0, 5.0, 2.0, 6.0, 4.0])
 
@@ -150,7 +150,7 @@ def test_power_and_seeds_needed_match_the_noncentral_t_table():
 
 # rliable's numbers on fixed score sets, made once by the script beside them (rliable's bootstrap needs
 # arch < 8, which does not import under pandas 3): the check runs everywhere
-REFERENCE = json.loads((Path(__file__).parent / "fixtures" / "rliable" / "reference.json").read_text())
+REFERENCE = json.loads((Path(__file__).parents[1] / "fixtures" / "rliable" / "reference.json").read_text())
 SCORES_X, SCORES_Y = np.array(REFERENCE["scores_x"]), np.array(REFERENCE["scores_y"])
 
 

@@ -11,7 +11,7 @@ import pytest
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXPECTED = {"devices": "SKIP", "bf16-autocast": "PASS", "hf-rollout": "PASS", "vllm-rollout": None,
             "collectives": "PASS", "ddp-update": "PASS", "fsdp-update-lora": "PASS",
             "fsdp-update-full": "PASS"}

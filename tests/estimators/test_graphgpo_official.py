@@ -15,7 +15,7 @@ import pytest
 
 from estimators import StepBatch, get_estimator
 
-CASES = json.loads((Path(__file__).parent / "fixtures" / "graphgpo_official" / "cases.json").read_text())["cases"]
+CASES = json.loads((Path(__file__).parents[1] / "fixtures" / "graphgpo_official" / "cases.json").read_text())["cases"]
 RUNS = [(case["name"], i) for case in CASES for i in range(len(case["runs"]))]
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from gagpo_cli.app import main
 from gagpo_cli.config import load_config
-from gagpo_cli.config_checks import check_settings
+from gagpo_cli.train.config_checks import check_settings
 from gagpo_cli.errors import UsageError
 from gagpo_core import plugins
 
