@@ -34,8 +34,8 @@ import torch  # noqa: E402
 
 from gagpo_cli.config import ModelConfig, load_config  # noqa: E402
 from gagpo_cli.train.acting.engines import build_engine, vllm_problem  # noqa: E402
-from gagpo_cli.train.prompts import render_prompt  # noqa: E402
 from gagpo_cli.train.policies.lm import Policy  # noqa: E402
+from gagpo_cli.train.prompts import render_prompt  # noqa: E402
 from gagpo_core.atomic import atomic_write_json  # noqa: E402
 
 

@@ -12,8 +12,8 @@ import math
 from dataclasses import replace
 
 from gagpo_cli.config import PARALLEL_MODES, load_config
-from gagpo_cli.train.config_checks import check_settings
 from gagpo_cli.errors import UsageError
+from gagpo_cli.train.config_checks import check_settings
 from gagpo_cli.train.memory_plan import (
     GIB,
     ModelShape,

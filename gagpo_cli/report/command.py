@@ -20,7 +20,6 @@ from gagpo_cli.errors import UsageError, warn
 from gagpo_cli.output_paths import output_folder
 from gagpo_cli.report.aggregate import env_name
 from gagpo_cli.report.runs import RunRecord, load_runs
-from gagpo_cli.sweep.sequential_report import print_summaries, sequential_summaries
 from gagpo_cli.report.tables import (
     ReportTable,
     RunValue,
@@ -32,6 +31,7 @@ from gagpo_cli.report.tables import (
     published_rows,
 )
 from gagpo_cli.report.writers import print_table, write_all
+from gagpo_cli.sweep.sequential_report import print_summaries, sequential_summaries
 from gagpo_core.atomic import atomic_fill_dir
 
 DEFAULT_OUT = Path("report")

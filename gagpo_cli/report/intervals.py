@@ -34,11 +34,11 @@ from typing import Any
 
 import numpy as np
 
-from stats import fixed_n as st
 from gagpo_cli.report.runs import RunRecord
 from gagpo_cli.report.settings import describe as describe_differences
 from gagpo_cli.report.settings import differences, evaluation_mismatch
 from gagpo_cli.report.tables import ReportTable, Row
+from stats import fixed_n as st
 
 SEED = 20210830  # arXiv 2108.13264 v1
 MIN_IQM_RUNS = 4  # trim_mean(0.25) trims nothing below 4 runs: IQM would just be the mean

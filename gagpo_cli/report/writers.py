@@ -21,10 +21,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from stats import fixed_n as st
 from gagpo_cli.report.intervals import ALL_TASKS, NO_INTERVAL, Analysis, Comparison, Interval, analysis_of
 from gagpo_cli.report.tables import FEWER_SEEDS, Column, ReportTable, Row
 from gagpo_core.atomic import atomic_write_text
+from stats import fixed_n as st
 
 POWER_TEXT = (f"80 % power, two-sided alpha 0.05; paired t power (df n - 1) where seeds are shared, else two-sample; "
               f"spread at its one-sided {st.SD_CONFIDENCE:.0%} upper confidence limit")

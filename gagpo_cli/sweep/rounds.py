@@ -17,7 +17,6 @@ from typing import Any
 from rich.console import Console
 
 from gagpo_cli.errors import UsageError
-from gagpo_cli.sweep.sequential_report import print_sequential
 from gagpo_cli.run_layout import RunLayout
 from gagpo_cli.sweep.ablate import check_launch_options, dry_run_table, run_sweep, status_table
 from gagpo_cli.sweep.process import INTERRUPTED
@@ -31,6 +30,7 @@ from gagpo_cli.sweep.sequential import (
     save_state,
     until_decided,
 )
+from gagpo_cli.sweep.sequential_report import print_sequential
 from gagpo_cli.sweep.spec import Run, Sweep, build_sweep
 from gagpo_cli.sweep.verify import check_run_settings
 

@@ -26,13 +26,13 @@ from typing import Any
 import numpy as np
 
 from gagpo_cli.errors import UsageError
+from gagpo_core.atomic import atomic_write_json
 from stats.group_sequential import (
     RESERVE,
     decision,
     look_boundary,
     repeated_interval,
 )
-from gagpo_core.atomic import atomic_write_json
 
 STATE_FILE = "sequential.json"
 FIRST_LOOK = 4

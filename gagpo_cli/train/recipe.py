@@ -39,10 +39,8 @@ import numpy as np
 import torch
 
 from gagpo_cli.config import ExperimentConfig
-from gagpo_cli.train.config_checks import check_settings
 from gagpo_cli.episodes import choose_split
 from gagpo_cli.errors import UsageError, user_input
-from gagpo_cli.train.forecast import RunProgress, announce_estimate
 from gagpo_cli.models import check_model_source, describe_model
 from gagpo_cli.threads import apply_threads
 from gagpo_cli.train import distributed
@@ -64,7 +62,9 @@ from gagpo_cli.train.checkpoint import (
     save_checkpoint,
 )
 from gagpo_cli.train.collector import loop_collector
+from gagpo_cli.train.config_checks import check_settings
 from gagpo_cli.train.evaluation import evaluate_baseline, evaluate_policy, write_eval_record, write_final_eval
+from gagpo_cli.train.forecast import RunProgress, announce_estimate
 from gagpo_cli.train.memory_plan import check_before_training
 from gagpo_cli.train.policies.kinds import load_policy, policy_kind
 from gagpo_cli.train.records import RunRecords, progress_line, truncate_metrics

@@ -13,8 +13,8 @@ import pytest
 from support import assert_one_error_line, run_cli
 
 from gagpo_cli.config import load_config
-from gagpo_cli.train.config_checks import check_settings
 from gagpo_cli.errors import UsageError
+from gagpo_cli.train.config_checks import check_settings
 
 LAB = ["lab-alfworld", "--iterations", "1"]  # the bow-mlp lab experiment: no model download
 LONG_NAME = "r" * 300

@@ -27,8 +27,8 @@ from gagpo_cli.prompting import prompting_agent
 from gagpo_cli.prompting.react import ReactAgent, audit_steps, read_answer, thought_only_action
 from gagpo_cli.prompting.reflexion import run_trials
 from gagpo_cli.train.acting.agent import ModelAgent
-from gagpo_cli.train.prompts import THOUGHT_ONLY, parse_thought, render_react_prompt
 from gagpo_cli.train.policies.lm_generate import Generation
+from gagpo_cli.train.prompts import THOUGHT_ONLY, parse_thought, render_react_prompt
 
 
 class ScriptedModel:

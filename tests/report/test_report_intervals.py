@@ -15,13 +15,13 @@ import scipy.stats
 from report_runs import run_report, table_row, write_run
 
 from gagpo_cli.errors import UsageError
-from stats import fixed_n as st
 from gagpo_cli.report.aggregate import METHOD_ORDER, method_label
 from gagpo_cli.report.command import report_command
 from gagpo_cli.report.intervals import analysis_of
 from gagpo_cli.report.runs import RunRecord
 from gagpo_cli.report.tables import paper_table
 from gagpo_cli.report.writers import to_markdown
+from stats import fixed_n as st
 
 
 def _sweep(root, rows, env="webshop", curves=None):

@@ -13,8 +13,6 @@ import pytest
 import scipy.stats
 
 from gagpo_cli.errors import UsageError
-from stats.group_sequential import RESERVE, spent, z_boundaries
-from gagpo_cli.sweep.sequential_report import sequential_summaries
 from gagpo_cli.sweep.sequential import (
     STATE_FILE,
     SequentialState,
@@ -24,7 +22,9 @@ from gagpo_cli.sweep.sequential import (
     save_state,
     until_decided,
 )
+from gagpo_cli.sweep.sequential_report import sequential_summaries
 from gagpo_cli.sweep.simulate import ToyTrainer, simulate
+from stats.group_sequential import RESERVE, spent, z_boundaries
 from tests.support import run_cli
 
 ALPHA = 0.05

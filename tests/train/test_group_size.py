@@ -11,8 +11,8 @@ import pytest
 
 from gagpo_cli.app import main
 from gagpo_cli.config import load_config
-from gagpo_cli.train.config_checks import check_settings
 from gagpo_cli.errors import UsageError
+from gagpo_cli.train.config_checks import check_settings
 from gagpo_core import plugins
 
 GROUPED = ("gagpo", "gagpo-lambda0", "gagpo-mc", "gagpo-token-ratio", "gagpo-broadcast", "gagpo-batch-norm",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gagpo_cli.config import load_config
-from gagpo_cli.train.config_checks import check_settings
 from gagpo_cli.errors import UsageError
+from gagpo_cli.train.config_checks import check_settings
 
 
 def _refusal(overrides: list[str], experiment: str = "alfworld-gagpo") -> str:

@@ -10,10 +10,10 @@ from tiny_model import tiny_policy
 
 import gagpo_cli.train.policies.lm_score as lm_score
 from gagpo_cli.config import ModelConfig
-from gagpo_cli.train.prompts import SCORE_CLOSE, SCORE_OPEN, candidate_text, render_score_prompt
 from gagpo_cli.train.policies.lm import Policy
 from gagpo_cli.train.policies.lm_score import length_buckets
 from gagpo_cli.train.policies.scoring import ActionScorer, ScoreInput
+from gagpo_cli.train.prompts import SCORE_CLOSE, SCORE_OPEN, candidate_text, render_score_prompt
 
 FULL = ModelConfig(name="tiny-random", lora=False, dtype="float32", device="cpu")
 

@@ -20,10 +20,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gagpo_cli.train.prompts import SCORE_OPEN, candidate_text, render_score_prompt
 from gagpo_cli.train.policies.lm_generate import new_cache
 from gagpo_cli.train.policies.padding import pad_tokens
 from gagpo_cli.train.policies.scoring import ScoreInput, ScoreOutput, check_norm
+from gagpo_cli.train.prompts import SCORE_OPEN, candidate_text, render_score_prompt
 
 HEAD_CHUNK_ROWS = 1024  # output-projection rows per chunk when scoring without gradients (memory bound)
 ENCODE_CACHE_SIZE = 16384  # distinct prompt / candidate texts whose token ids are kept
