@@ -8,7 +8,7 @@ import pytest
 import torch
 from tiny_model import tiny_policy
 
-import gagpo_cli.train.policies.lm_score as lm_score
+import gagpo_cli.train.policies.token_logprobs as token_logprobs
 from gagpo_cli.config import ModelConfig
 from gagpo_cli.train.policies.lm import Policy
 from gagpo_cli.train.policies.lm_score import length_buckets
@@ -222,16 +222,32 @@ def test_the_state_is_the_prompt_last_hidden_state(trained):
     torch.testing.assert_close(out.state, expected, atol=2e-5, rtol=2e-5)
 
 
-def test_chunked_projection_without_gradients_equals_the_one_shot_one(monkeypatch):
+@pytest.mark.parametrize("grad", [False, True], ids=["no-grad", "grad"])
+def test_chunked_projection_and_shared_prefix_equal_the_one_shot_prompt_by_prompt_scores(monkeypatch, grad):
+    """Three rows per output-projection chunk (checkpointed under gradients) and the prompts' common
+    prefix read once: the same scores and LoRA gradients as one chunk and every prompt read whole."""
     policy = tiny_policy()
     _perturb(policy)
     inputs = _inputs()
-    whole = [row.detach() for row in policy.score_actions(inputs).logits]  # grad enabled: one chunk
-    monkeypatch.setattr(lm_score, "HEAD_CHUNK_ROWS", 3)
-    with torch.no_grad():
-        chunked = policy.score_actions(inputs).logits
+
+    def run() -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        policy.model.zero_grad(set_to_none=True)
+        with torch.set_grad_enabled(grad):
+            logits = policy.score_actions(inputs).logits
+            if grad:
+                torch.cat(logits).square().sum().backward()
+        return [row.detach() for row in logits], [p.grad.clone() for p in policy.trainable_parameters() if grad]
+
+    monkeypatch.setattr(policy, "score_shared_prefix", False)
+    monkeypatch.setattr(token_logprobs, "CHUNK_ELEMENTS", 1 << 30)
+    whole, whole_grads = run()
+    monkeypatch.setattr(policy, "score_shared_prefix", True)
+    monkeypatch.setattr(token_logprobs, "CHUNK_ELEMENTS", 3 * policy.base_model.config.vocab_size)
+    chunked, chunked_grads = run()
     for a, b in zip(whole, chunked, strict=True):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    for a, b in zip(whole_grads, chunked_grads, strict=True):  # summation order differs: relative to the scale
+        torch.testing.assert_close(a, b, atol=1e-5 * float(a.abs().max()), rtol=1e-4)
 
 
 def test_bf16_weights_still_give_float32_scores_close_to_float32():

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from gagpo_cli.config import ModelConfig
@@ -33,6 +32,7 @@ from gagpo_cli.train.policies.final_logits import final_logits_map
 from gagpo_cli.train.policies.lm_generate import GenerationMixin, forward_kwarg_names
 from gagpo_cli.train.policies.lm_score import ScoringMixin
 from gagpo_cli.train.policies.padding import lengths_mask, pad_tokens
+from gagpo_cli.train.policies.token_logprobs import token_logprobs
 from gagpo_cli.train.policies.training_mode import training
 
 ADAPTER_FILE = "adapter_model.safetensors"
@@ -266,23 +266,20 @@ class Policy(GenerationMixin, ScoringMixin):
         logits by the rollout temperature). Gradients flow unless the caller disables them."""
         if temperature <= 0:
             raise ValueError(f"log-probs need a temperature > 0, got {temperature}")
-        def hidden_and_logits(model: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
+        def hidden_and_logprobs(model: nn.Module) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
             hidden = model.get_decoder()(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
                                          use_cache=False).last_hidden_state
             size = hidden.shape[-1]
             picked = hidden.gather(1, batch.target_positions[..., None].expand(-1, -1, size))
-            head = model.get_output_embeddings()
-            with torch.autocast(device_type=self.device.type, enabled=False):
-                bias = None if head.bias is None else head.bias.float()
-                return hidden, self.final_logits(F.linear(picked.float(), head.weight.float(), bias))
+            head = model.get_output_embeddings()  # chunked: never a (tokens x vocabulary) tensor at once
+            return hidden, *token_logprobs(picked, head.weight, head.bias, batch.targets, self.final_logits,
+                                           temperature=temperature, with_entropy=with_entropy)
 
         with self.acting(reference) as model, self.autocast():
-            hidden, logits = sharding.root_call(model, hidden_and_logits, model)  # fsdp: root unit gathered
-        log_dist = F.log_softmax(logits / temperature if temperature != 1.0 else logits, dim=-1)
-        logprobs = log_dist.gather(-1, batch.targets[..., None]).squeeze(-1) * batch.response_mask
-        entropy = None
-        if with_entropy:
-            entropy = -(log_dist.exp() * log_dist).sum(-1) * batch.response_mask
+            hidden, logprobs, entropy = sharding.root_call(model, hidden_and_logprobs, model)  # fsdp: root gathered
+        logprobs = logprobs * batch.response_mask
+        if entropy is not None:
+            entropy = entropy * batch.response_mask
         prompt_hidden = None
         if with_prompt_hidden:
             rows = torch.arange(hidden.shape[0], device=hidden.device)

@@ -2,7 +2,8 @@
 
 The prompt of each step is encoded once and every admissible action continues from its cached keys
 and values, all candidates of all steps in one batch (packed one row per prompt, each candidate masked
-from the others). A candidate is scored as the continuation ``{action}</action>``: the closing tag
+from the others). The tokens that all prompts of a batch start with (the chat template, the role, a
+shared task text: most of a Sokoban prompt) are encoded once for the batch and their cache repeated. A candidate is scored as the continuation ``{action}</action>``: the closing tag
 keeps "cabinet 1" from scoring as a prefix of "cabinet 10". Its score is the sum of the log-probs of
 all those tokens, divided (``token``, as TWOSOME, arXiv 2401.13942) by the number of tokens of the
 action text alone (encoded on its own, at least 1; the tag's tokens are not counted), by its number of
@@ -17,15 +18,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from gagpo_cli.train.policies.lm_generate import new_cache
 from gagpo_cli.train.policies.padding import pad_tokens
 from gagpo_cli.train.policies.scoring import ScoreInput, ScoreOutput, check_norm
+from gagpo_cli.train.policies.token_logprobs import token_logprobs
 from gagpo_cli.train.prompts import SCORE_OPEN, candidate_text, render_score_prompt
 
-HEAD_CHUNK_ROWS = 1024  # output-projection rows per chunk when scoring without gradients (memory bound)
 ENCODE_CACHE_SIZE = 16384  # distinct prompt / candidate texts whose token ids are kept
 
 
@@ -42,6 +42,20 @@ def length_buckets(lengths: Sequence[int], slack: float) -> list[list[int]]:
             buckets.append([i])
             total = lengths[i]
     return buckets
+
+
+def shared_prefix_length(rows: Sequence[Sequence[int]]) -> int:
+    """Tokens every row starts with, leaving at least one token of each row after them (0 for one row:
+    nothing to share)."""
+    if len(rows) < 2:
+        return 0
+    shortest = min(len(r) for r in rows) - 1
+    first = rows[0]
+    for i in range(shortest):
+        token = first[i]
+        if any(r[i] != token for r in rows):
+            return i
+    return max(shortest, 0)
 
 
 @dataclass
@@ -70,6 +84,7 @@ class ScoringMixin:
 
     score_packing = True  # score mode packs a prompt's candidates in one row (False: one row per candidate)
     score_pad_slack = 0.1  # score mode: prompts of similar length share a forward, padding <= 10% of the tokens
+    score_shared_prefix = True  # score mode: the tokens all prompts of a forward start with are read once
 
     def init_score_caches(self) -> None:
         """Token ids of repeated texts (a group's K rollouts share prompts; the update re-scores them)."""
@@ -136,8 +151,9 @@ class ScoringMixin:
                       with_state: bool = False) -> ScoreOutput:
         """Length-normalised log-likelihood of every candidate of every input (see the module docstring).
 
-        Two batched forwards per group of distinct prompts of similar length (``length_buckets``, to
-        bound padding): the prompts (right padded), then every distinct (prompt, candidate) pair
+        Batched forwards per group of distinct prompts of similar length (``length_buckets``, to bound
+        padding): the prefix the group's prompts share (one row, ``score_shared_prefix``), the rest of
+        each prompt (right padded) after it, then every distinct (prompt, candidate) pair
         continuing from its prompt's cached keys and values, never re-encoding the prompt: packed, all
         candidates of a prompt in one row under a 4D mask (eager / sdpa attention), else one row per
         candidate over repeated cache rows. ``logits[i][j]`` = sum of the token log-probs of
@@ -167,11 +183,11 @@ class ScoringMixin:
                 owners.append(torch.tensor(members, dtype=torch.long, device=device)[own])
                 lasts.append(last)
                 order += bucket
-            token_logprobs = self._head_logprobs(model, torch.cat(predictors), torch.cat(targets))
+            logprobs = self._head_logprobs(model, torch.cat(predictors), torch.cat(targets))
         pair_of_token = torch.cat(owners)
         last = torch.cat(lasts)[torch.tensor(order).argsort().to(device)]  # back to distinct-prompt order
         sums = torch.zeros(len(pairs.pair_ids), device=device, dtype=torch.float32).index_add(
-            0, pair_of_token, token_logprobs)
+            0, pair_of_token, logprobs)
         scores = sums / torch.tensor(pairs.denominators, device=device)
         logits = [scores[torch.tensor(rows, device=device)] for rows in pairs.index]
         state = last[torch.tensor(pairs.prompt_of, device=device)].float() if with_state else None
@@ -185,15 +201,22 @@ class ScoringMixin:
         decoder = model.get_decoder()
         continue_ = self._continue_packed if self._packed_candidates(model) else self._continue_repeated
         local = {u: j for j, u in enumerate(bucket)}
-        prompt_ids, prompt_mask = pad_tokens([pairs.prompts[u] for u in bucket], self.pad_id)
-        prompt_lens = torch.tensor([len(pairs.prompts[u]) for u in bucket], dtype=torch.long)
+        prompts = [pairs.prompts[u] for u in bucket]
+        shared = shared_prefix_length(prompts) if self.score_shared_prefix else 0
+        suffix_ids, suffix_mask = pad_tokens([p[shared:] for p in prompts], self.pad_id)
+        prompt_lens = torch.tensor([len(p) for p in prompts], dtype=torch.long)
         cache = new_cache(model)
         with self.autocast():
             with self._reading_prompt(reference):
-                hidden = decoder(input_ids=prompt_ids.to(device), attention_mask=prompt_mask.to(device),
-                                 position_ids=(prompt_mask.cumsum(-1) - 1).clamp(min=0).to(device),
+                if shared:  # the tokens every prompt of the bucket starts with: one row, its cache repeated
+                    decoder(input_ids=torch.tensor([prompts[0][:shared]], device=device), use_cache=True,
+                            **{self.decoder_cache_arg: cache})
+                    cache.batch_repeat_interleave(len(prompts))
+                mask = torch.cat([torch.ones((len(prompts), shared), dtype=torch.long), suffix_mask], dim=1)
+                hidden = decoder(input_ids=suffix_ids.to(device), attention_mask=mask.to(device),
+                                 position_ids=(shared + suffix_mask.cumsum(-1) - 1).clamp(min=0).to(device),
                                  use_cache=True, **{self.decoder_cache_arg: cache}).last_hidden_state
-            last = hidden[torch.arange(len(bucket), device=device), (prompt_lens - 1).to(device)]
+            last = hidden[torch.arange(len(bucket), device=device), (prompt_lens - 1 - shared).to(device)]
             member_prompt = torch.tensor([local[int(pairs.pair_prompt[k])] for k in members], dtype=torch.long)
             pred, tgt, own = continue_(decoder, cache, last, prompt_lens, member_prompt,
                                        [pairs.pair_ids[k] for k in members])
@@ -273,17 +296,7 @@ class ScoringMixin:
         return predictors[real.to(device)], cand_ids[real].to(device), owners.to(device)
 
     def _head_logprobs(self, model: nn.Module, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """log p(target | hidden) per row, with the output projection in float32 outside autocast;
-        chunked (bounded memory) when no gradient is needed."""
+        """log p(target | hidden) per row, the output projection in float32 outside autocast, a chunk of
+        rows at a time with or without gradients (``token_logprobs``)."""
         head = model.get_output_embeddings()
-        weight = head.weight.float()
-        bias = None if head.bias is None else head.bias.float()
-        rows = hidden.shape[0]
-        chunk = rows if torch.is_grad_enabled() else HEAD_CHUNK_ROWS
-        pieces = []
-        with torch.autocast(device_type=self.device.type, enabled=False):
-            for start in range(0, rows, max(chunk, 1)):
-                logits = self.final_logits(F.linear(hidden[start:start + chunk].float(), weight, bias))
-                picked = logits.gather(-1, targets[start:start + chunk, None]).squeeze(-1)
-                pieces.append(picked - torch.logsumexp(logits, dim=-1))
-        return torch.cat(pieces) if pieces else hidden.new_zeros(0, dtype=torch.float32)
+        return token_logprobs(hidden, head.weight, head.bias, targets, self.final_logits)[0]
