@@ -6,6 +6,10 @@ import re
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from gagpo_cli.threads import wait_passively
+
+wait_passively()  # before any torch import: OpenMP reads its wait policy once (gagpo_cli/threads.py)
+
 
 def _version() -> str:
     """The installed distribution's version; in a source tree that is not installed, the one its

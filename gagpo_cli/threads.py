@@ -7,14 +7,32 @@ slower), so the rule is, in order:
    sets it per child to split the machine);
 3. the number of cores this process may run on (``os.sched_getaffinity``; ``os.cpu_count()`` where
    affinity is not available).
+
+Idle threads wait passively (``OMP_WAIT_POLICY=PASSIVE`` unless the environment already sets it;
+``wait_passively``, applied when ``gagpo_cli`` is imported, before torch loads its OpenMP runtime).
+OpenMP's default lets a thread that reaches the end of a parallel region spin on its core until the
+others arrive; when another process holds one of the cores, the spinning thread burns the time slices
+its partner needs, and a model step took 3-4x as long with two threads as with one
+(``benchmarks/threads.py``). Waiting passively, two threads on a shared machine run as fast as one,
+and on a free machine as fast as spinning ones.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 
 from gagpo_cli.errors import UsageError
+
+
+WAIT_POLICY = "OMP_WAIT_POLICY"
+
+
+def wait_passively(environ: MutableMapping[str, str] | None = None) -> str:
+    """Set ``OMP_WAIT_POLICY=PASSIVE`` in ``environ`` (default ``os.environ``) unless it is set; returns
+    the policy in force. It only takes effect when set before torch is first imported."""
+    env = os.environ if environ is None else environ
+    return env.setdefault(WAIT_POLICY, "PASSIVE")
 
 
 def available_cores() -> int:

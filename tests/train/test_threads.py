@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
 
 from gagpo_cli.errors import UsageError
-from gagpo_cli.threads import apply_threads, available_cores, resolve_threads
+from gagpo_cli.threads import apply_threads, available_cores, resolve_threads, wait_passively
 
 
 def test_explicit_setting_wins():
@@ -39,3 +42,14 @@ def test_apply_sets_torch():
         assert apply_threads(1) == 1 and torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+def test_importing_gagpo_makes_idle_threads_wait_passively_unless_the_environment_chose():
+    """OpenMP reads its wait policy when torch loads it, so ``import gagpo_cli`` sets it first (spinning
+    threads collapse a step when another process holds a core: benchmarks/threads.py)."""
+    code = "import os, sys, gagpo_cli; print(os.environ.get('OMP_WAIT_POLICY'), 'torch' in sys.modules)"
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    run = functools.partial(subprocess.run, [sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run(env=env).stdout.split() == ["PASSIVE", "False"]  # set before torch is imported
+    assert run(env={**env, "OMP_WAIT_POLICY": "ACTIVE"}).stdout.split() == ["ACTIVE", "False"]
+    assert wait_passively({}) == "PASSIVE" and wait_passively({"OMP_WAIT_POLICY": "active"}) == "active"
