@@ -12,6 +12,7 @@ ranks' shards): there every rank plays the same episodes, its engine's forwards 
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -85,3 +86,33 @@ def evaluate_baseline(cfg: ExperimentConfig, run_dir: Path, policy: Any, pool: A
     write_eval_record(run_dir, 0, baseline)
     print(f"iter 0/{cfg.train.iterations}: before training | eval success {baseline['success_rate']:.1f}% "
           f"score {baseline['score']:.1f} ({baseline['seconds']:.1f}s)", flush=True)
+
+
+def success_change(baseline: dict[str, Any], final: dict[str, Any]) -> dict[str, float] | None:
+    """The change in success from ``baseline`` to ``final``, two evaluations of the same episodes (same
+    tasks in the same order): the mean of the per-episode differences d_i = won_i(final) -
+    won_i(baseline) in points and its paired standard error sd(d) / sqrt(n) (sample sd). None when the
+    two did not play the same episodes."""
+    before, after = baseline.get("per_episode", []), final.get("per_episode", [])
+    if not before or [e["task_id"] for e in before] != [e["task_id"] for e in after]:
+        return None
+    diffs = [100.0 * (float(b["won"]) - float(a["won"])) for a, b in zip(before, after, strict=True)]
+    n = len(diffs)
+    mean = sum(diffs) / n
+    sd = (sum((d - mean) ** 2 for d in diffs) / (n - 1)) ** 0.5 if n > 1 else 0.0
+    return {"episodes": float(n), "before": baseline["success_rate"], "after": final["success_rate"],
+            "change": mean, "standard_error": sd / n**0.5}
+
+
+def print_success_change(run_dir: Path, iteration: int, final: dict[str, Any]) -> None:
+    """One line comparing ``final`` with the run's own baseline (``evals/iter_000000.json``), when the
+    run has one and both played the same episodes."""
+    path = RunLayout(run_dir).eval_record(0)
+    change = success_change(json.loads(path.read_text()), final) if iteration > 0 and path.is_file() else None
+    if change is None:
+        return
+    se = change["standard_error"]
+    ratio = f"{change['change'] / se:.1f} standard errors" if se > 0 else "no spread"
+    print(f"eval success {change['before']:.1f}% before training -> {change['after']:.1f}% after iteration "
+          f"{iteration}: {change['change']:+.1f} points, paired standard error {se:.1f} over the same "
+          f"{int(change['episodes'])} episodes ({ratio})", flush=True)

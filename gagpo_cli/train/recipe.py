@@ -63,7 +63,13 @@ from gagpo_cli.train.checkpoint import (
 )
 from gagpo_cli.train.collector import loop_collector
 from gagpo_cli.train.config_checks import check_settings
-from gagpo_cli.train.evaluation import evaluate_baseline, evaluate_policy, write_eval_record, write_final_eval
+from gagpo_cli.train.evaluation import (
+    evaluate_baseline,
+    evaluate_policy,
+    print_success_change,
+    write_eval_record,
+    write_final_eval,
+)
 from gagpo_cli.train.forecast import RunProgress, announce_estimate
 from gagpo_cli.train.memory_plan import check_before_training
 from gagpo_cli.train.policies.kinds import load_policy, policy_kind
@@ -307,6 +313,7 @@ def _final_evaluation(cfg: ExperimentConfig, run_dir: Path, engine: Any, pool: A
         engine.close()
     if cfg.train.eval_episodes:
         write_final_eval(run_dir, cfg.train.iterations, evaluation)
+        print_success_change(run_dir, cfg.train.iterations, evaluation)  # against the run's own baseline
 
 
 def seed_everything(seed: int) -> None:
