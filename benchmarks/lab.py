@@ -56,7 +56,7 @@ class GarbageCollection:
 
 COLLECTOR = GarbageCollection()
 SPLIT = {"scoring": "timing/generate_s", "env": "timing/env_s", "update": "timing/update_s",
-         "estimate": "timing/estimate_s"}
+         "advantages": "timing/advantage_s"}
 
 
 class Variant:
@@ -77,7 +77,8 @@ class Variant:
 
     def iterate(self, iteration: int, pool, train_tasks: int) -> None:
         began, cpu, collected = time.perf_counter(), time.process_time(), COLLECTOR.seconds
-        metrics = self.recipe._iteration(self.cfg, iteration, self.policy, pool, self.estimator, self.updater,
+        mode = self.recipe.get_action_mode(self.cfg.rollout.action_mode)
+        metrics = self.recipe._iteration(self.cfg, iteration, mode, self.policy, pool, self.estimator, self.updater,
                                          train_tasks, self.recipe.StopFlag(), self.dist)
         self.seconds["iteration"] += time.perf_counter() - began
         self.seconds["gc"] += COLLECTOR.seconds - collected

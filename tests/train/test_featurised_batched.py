@@ -16,7 +16,7 @@ from environments.base import score_mode_env_options
 from environments.pool import EnvPool
 from estimators import get_estimator
 from gagpo_cli.config import OptimConfig
-from gagpo_cli.train.acting.rollout import TaskSpec, collect
+from gagpo_cli.train.acting.rollout import RolloutSettings, TaskSpec, collect
 from gagpo_cli.train.learning.score_update import ScoreSample, ScoreUpdater
 from gagpo_cli.train.policies.bow_mlp import FeaturisedPolicy
 from gagpo_cli.train.policies.scoring import ScoreInput
@@ -35,8 +35,9 @@ def _states(env: str, episodes: int, steps: int) -> list[ScoreInput]:
     """Every state of a short rollout (groups of 4 rollouts of one task: the first states repeat)."""
     with EnvPool(env, score_mode_env_options(env, {})) as pool:
         tasks = [TaskSpec("train", g, g, g) for g in range(episodes // 4) for _ in range(4)]
-        out = collect(_trained_policy(1), pool, tasks, max_steps=steps, history=2, temperature=1.0,
-                      max_new_tokens=1, success_reward=10.0, invalid_penalty=0.1, action_mode="score",
+        out = collect(_trained_policy(1), pool, tasks,
+                      RolloutSettings(max_steps=steps, history=2, temperature=1.0, max_new_tokens=1,
+                                      success_reward=10.0, invalid_penalty=0.1, action_mode="score"),
                       generator=torch.Generator().manual_seed(0))
     return [r.acted.score_input for r in out.rows if r.acted.score_input is not None]
 

@@ -15,7 +15,7 @@ from environments.pool import EnvPool
 from estimators import get_estimator
 from gagpo_cli.config import ExperimentConfig, OptimConfig, RolloutConfig
 from gagpo_cli.train.acting.modes import ACTION_MODES, get_action_mode
-from gagpo_cli.train.acting.rollout import TaskSpec, collect
+from gagpo_cli.train.acting.rollout import RolloutSettings, TaskSpec, collect
 
 pytestmark = pytest.mark.integration  # rolls out and trains the tiny model (seconds)
 
@@ -29,8 +29,9 @@ def _update_metrics(mode_name: str) -> dict[str, float]:
     mode, policy, estimator = get_action_mode(mode_name), tiny_policy(), get_estimator("ppo")
     tasks = [TaskSpec("train", task, 0, task) for task in (0, 1) for _ in range(2)]
     with EnvPool.from_environment(CorridorEnvironment()) as pool:
-        rollout = collect(policy, pool, tasks, max_steps=3, history=2, temperature=1.0, max_new_tokens=6,
-                          success_reward=10.0, invalid_penalty=0.1, action_mode=mode_name,
+        rollout = collect(policy, pool, tasks,
+                          RolloutSettings(max_steps=3, history=2, temperature=1.0, max_new_tokens=6,
+                                          success_reward=10.0, invalid_penalty=0.1, action_mode=mode_name),
                           generator=torch.Generator().manual_seed(0))
     updater = mode.updater(policy, estimator, cfg, None)
     samples = mode.samples(rollout.rows)

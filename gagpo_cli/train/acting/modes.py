@@ -23,6 +23,7 @@ from gagpo_cli.agents import SlotView
 from gagpo_cli.config import ExperimentConfig
 from gagpo_cli.errors import UsageError
 from gagpo_cli.train.acting.decision import Decision
+from gagpo_cli.train.acting.engines.base import ActingEngine
 from gagpo_cli.train.acting.generate_rollout import decide
 from gagpo_cli.train.acting.score_rollout import ScoringEngine, decide_scores
 from gagpo_cli.train.distributed import Dist
@@ -68,17 +69,18 @@ class ActionMode:
     def check_engine(self, engine: str) -> None:
         """Fail early (before loading) when the rollout engine this mode needs cannot run."""
 
-    def open_engine(self, policy: Any, cfg: ExperimentConfig) -> Any:
+    def open_engine(self, policy: Any, cfg: ExperimentConfig) -> ActingEngine:
         """What the trainer acts through (``chat_prompt``/``generate`` or ``score_actions``)."""
         raise NotImplementedError
 
-    def evaluation_engine(self, policy: Any, requested: str, model_name: str) -> Any:
+    def evaluation_engine(self, policy: Any, requested: str, model_name: str) -> ActingEngine:
         """What ``gagpo eval --engine requested`` acts through, synced to ``policy``'s weights."""
         raise NotImplementedError
 
-    def decide(self, policy: Any, env_name: str, views: Sequence[SlotView], acting: Acting,
+    def decide(self, engine: Any, env_name: str, views: Sequence[SlotView], acting: Acting,
                generator: torch.Generator | None) -> list[Decision]:
-        """One ``Decision`` per view, all views acted on together."""
+        """One ``Decision`` per view, all views acted on together, through ``engine`` (what ``open_engine``
+        or ``evaluation_engine`` returned, or the policy itself)."""
         raise NotImplementedError
 
     def updater(self, policy: Any, estimator: Any, cfg: ExperimentConfig, dist: Dist | None) -> PolicyUpdater:
@@ -108,7 +110,7 @@ class GenerateMode(ActionMode):
 
         check_engine(engine)  # vllm asked for but not installed: the setup line
 
-    def open_engine(self, policy: Any, cfg: ExperimentConfig) -> Any:
+    def open_engine(self, policy: Any, cfg: ExperimentConfig) -> ActingEngine:
         from gagpo_cli.train.acting.engines import open_engine
 
         # A sharded policy generates itself, in lock-step (vLLM's weight sync reads unsharded weights).
@@ -117,16 +119,16 @@ class GenerateMode(ActionMode):
             requested = "hf"
         return open_engine(requested, policy, cfg.model.name, cfg.rollout.engine_options)
 
-    def evaluation_engine(self, policy: Any, requested: str, model_name: str) -> Any:
+    def evaluation_engine(self, policy: Any, requested: str, model_name: str) -> ActingEngine:
         from gagpo_cli.train.acting.engines import open_engine
 
         engine = open_engine(requested, policy, model_name)
         engine.sync()
         return engine
 
-    def decide(self, policy: Any, env_name: str, views: Sequence[SlotView], acting: Acting,
+    def decide(self, engine: Any, env_name: str, views: Sequence[SlotView], acting: Acting,
                generator: torch.Generator | None) -> list[Decision]:
-        return decide(policy, env_name, views, history=acting.history, temperature=acting.temperature,
+        return decide(engine, env_name, views, history=acting.history, temperature=acting.temperature,
                       max_new_tokens=acting.max_new_tokens, whole_answers=acting.whole_answers, generator=generator)
 
     def updater(self, policy: Any, estimator: Any, cfg: ExperimentConfig, dist: Dist | None) -> PolicyUpdater:
@@ -153,16 +155,16 @@ class ScoreMode(ActionMode):
     def env_options(self, env_name: str, options: dict[str, Any]) -> dict[str, Any]:
         return score_mode_env_options(env_name, options)  # e.g. WebShop's candidate search queries
 
-    def open_engine(self, policy: Any, cfg: ExperimentConfig) -> Any:
+    def open_engine(self, policy: Any, cfg: ExperimentConfig) -> ActingEngine:
         return ScoringEngine(policy)
 
-    def evaluation_engine(self, policy: Any, requested: str, model_name: str) -> Any:
+    def evaluation_engine(self, policy: Any, requested: str, model_name: str) -> ActingEngine:
         raise UsageError(f"--engine {requested}: this run ranks admissible actions "
                          "(rollout.action_mode=score) with the policy itself; leave --engine out")
 
-    def decide(self, policy: Any, env_name: str, views: Sequence[SlotView], acting: Acting,
+    def decide(self, engine: Any, env_name: str, views: Sequence[SlotView], acting: Acting,
                generator: torch.Generator | None) -> list[Decision]:
-        return decide_scores(policy, env_name, views, history=acting.history, temperature=acting.temperature,
+        return decide_scores(engine, env_name, views, history=acting.history, temperature=acting.temperature,
                              norm=acting.score_norm, list_actions=acting.list_actions, generator=generator)
 
     def updater(self, policy: Any, estimator: Any, cfg: ExperimentConfig, dist: Dist | None) -> PolicyUpdater:
