@@ -304,7 +304,7 @@ def time_vectorised(name: str, cols: dict, repeats: int) -> tuple[float, Any]:
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        out = estimator.estimate(StepBatch(**fields))
+        out = estimator.compute_output(StepBatch(**fields))
         times.append(time.perf_counter() - start)
     return min(times), out
 

@@ -3,7 +3,8 @@
 An estimator declares what the trainer needs to know about it (``ratio_mode``, ``loss_agg``,
 ``needs_critic``, ``needs_groups``) as class attributes, so the trainer never switches on estimator names. Subclasses
 (built-in or third-party, registered under the ``gagpo.estimators`` entry-point group) implement
-``evaluate``; ``compute`` and ``estimate`` wrap it with input and output checks and diagnostics.
+``_compute``; callers use ``compute`` (the advantages) or ``compute_output`` (advantages, value targets
+and diagnostics), which check the batch before ``_compute`` and its output after.
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ class Estimator:
     ``similarity_threshold`` (in (0, 1]) and ``keep_numbers_apart`` (True: texts that mention different
     numbered objects, "drawer 1" / "drawer 2", never merge), defaults in ``grouping_defaults`` (an
     estimator's own dict may leave ``keep_numbers_apart`` out: True); the base class merges
-    the batch's state keys before ``evaluate``, so the estimator needs no code of its own. They live in
+    the batch's state keys before ``_compute``, so the estimator needs no code of its own. They live in
     ``state_grouping``, apart from ``options``; any other estimator ignores them with a warning.
 
     ``requires`` names the optional ``StepBatch`` inputs the estimator reads (``OPTIONAL_COLUMNS``:
@@ -190,12 +191,14 @@ class Estimator:
         opts = ", ".join(f"{k}={v!r}" for k, v in sorted({**self.options, **self.state_grouping}.items()))
         return f"{type(self).__name__}({opts})"
 
-    def evaluate(self, batch: StepBatch) -> EstimatorOutput:
-        """Subclasses: advantages in batch row order, ``returns`` if they train a critic, and their own
-        diagnostics (e.g. ``stepgroup/*``); ``adv/*`` statistics are added by ``estimate``."""
-        raise NotImplementedError(f"{type(self).__name__} must implement evaluate(batch)")
+    def _compute(self, batch: StepBatch) -> EstimatorOutput:
+        """What a subclass implements: advantages in batch row order, ``returns`` if it trains a critic,
+        and its own diagnostics (e.g. ``stepgroup/*``). It receives a checked batch (the inputs it
+        declares present, penalties and similar states applied as its options say); ``compute`` and
+        ``compute_output`` call it, check the shape of its advantages and add the ``adv/*`` statistics."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _compute(batch)")
 
-    def _evaluate_checked(self, batch: StepBatch) -> EstimatorOutput:
+    def _checked_output(self, batch: StepBatch) -> EstimatorOutput:
         if not isinstance(batch, StepBatch):
             raise ValueError(f"estimator '{self.name}' expects a StepBatch (got {type(batch).__name__})")
         if self.needs_critic and batch.values is None:
@@ -212,7 +215,7 @@ class Estimator:
         if self.state_grouping.get("grouping") == "similarity":  # near-identical keys become one state
             batch = merge_similar_states(batch, self.state_grouping["similarity_threshold"],
                                          keep_numbers_apart=bool(self.state_grouping["keep_numbers_apart"]))
-        out = self.evaluate(batch)
+        out = self._compute(batch)
         if out.advantages.shape != (len(batch),):
             raise ValueError(
                 f"estimator '{self.name}' returned advantages of shape {out.advantages.shape}, "
@@ -222,10 +225,11 @@ class Estimator:
 
     def compute(self, batch: StepBatch) -> np.ndarray:
         """Advantages, float64, shape (n,), in the batch's row order (docs/algorithms.md#public-api)."""
-        return self._evaluate_checked(batch).advantages
+        return self._checked_output(batch).advantages
 
-    def estimate(self, batch: StepBatch) -> EstimatorOutput:
-        """Advantages, value targets (``None`` unless ``needs_critic``) and diagnostics for logging."""
-        out = self._evaluate_checked(batch)
+    def compute_output(self, batch: StepBatch) -> EstimatorOutput:
+        """Advantages, value targets (``None`` unless ``needs_critic``) and diagnostics for logging
+        (``adv/*`` statistics of the advantages, then the estimator's own)."""
+        out = self._checked_output(batch)
         diagnostics = {**advantage_stats(out.advantages), **out.diagnostics}
         return EstimatorOutput(advantages=out.advantages, returns=out.returns, diagnostics=diagnostics)

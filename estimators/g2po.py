@@ -63,7 +63,7 @@ class G2PO(Estimator):
         self.options["step_weight"] = number(self.name, "step_weight", self.options["step_weight"])
         self.options["invalid_penalty"] = number(self.name, "invalid_penalty", self.options["invalid_penalty"])
 
-    def evaluate(self, batch: StepBatch) -> EstimatorOutput:
+    def _compute(self, batch: StepBatch) -> EstimatorOutput:
         layout = batch.layout
         gamma, eps, penalty = self.options["gamma"], self.options["eps"], self.options["penalty"]
         divide = self.options["mode"] == "mean_std_norm"

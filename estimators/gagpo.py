@@ -43,7 +43,7 @@ class GAGPO(Estimator):
     monte_carlo: ClassVar[bool] = False  # gagpo-mc: A_t = R_t - V(s_t) instead of steps 4-6
     broadcast: ClassVar[bool] = False  # gagpo-broadcast: add the episode term before step 7
 
-    def evaluate(self, batch: StepBatch) -> EstimatorOutput:
+    def _compute(self, batch: StepBatch) -> EstimatorOutput:
         layout, groups = batch.layout, batch.step_groups
         gamma, eps = self.options["gamma"], self.options["eps"]
         penalty = self.options["penalty"]

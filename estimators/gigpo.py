@@ -42,7 +42,7 @@ class GiGPO(Estimator):
         "gamma": 0.95, "eps": 1e-6, "omega": 1.0, "mode": "mean_std_norm", "penalty": DEFAULT_PENALTY,
     }
 
-    def evaluate(self, batch: StepBatch) -> EstimatorOutput:
+    def _compute(self, batch: StepBatch) -> EstimatorOutput:
         layout, groups = batch.layout, batch.step_groups
         gamma, eps, omega = self.options["gamma"], self.options["eps"], self.options["omega"]
         with_std = self.options["mode"] == "mean_std_norm"

@@ -193,7 +193,7 @@ class GRAFT(Estimator):
         self.options["continuation"] = choice(self.name, "continuation", self.options["continuation"], CONTINUATIONS)
         self.options["final_state"] = choice(self.name, "final_state", self.options["final_state"], FINAL_STATES)
 
-    def evaluate(self, batch: StepBatch) -> EstimatorOutput:
+    def _compute(self, batch: StepBatch) -> EstimatorOutput:
         layout = batch.layout
         gamma, lam, eps = self.options["gamma"], self.options["lam"], self.options["eps"]
         if self.options["final_state"] == "node" and batch.next_state_keys is None:

@@ -114,7 +114,7 @@ class GraphGPO(Estimator):
         self.options["episode_weight"] = number(self.name, "episode_weight", self.options["episode_weight"])
         self.options["normalize_distance"] = flag(self.name, "normalize_distance", self.options["normalize_distance"])
 
-    def evaluate(self, batch: StepBatch) -> EstimatorOutput:
+    def _compute(self, batch: StepBatch) -> EstimatorOutput:
         layout = batch.layout
         eps, penalty = self.options["eps"], self.options["penalty"]
         step_weight, episode_weight = self.options["step_weight"], self.options["episode_weight"]

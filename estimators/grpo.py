@@ -66,6 +66,6 @@ class GRPO(Estimator):
     needs_groups: ClassVar[bool] = True  # normalised within the K rollouts of a task
     defaults: ClassVar[dict] = {"eps": 1e-6, "stats": "steps", "penalty": DEFAULT_PENALTY}
 
-    def evaluate(self, batch: StepBatch) -> EstimatorOutput:
+    def _compute(self, batch: StepBatch) -> EstimatorOutput:
         adv = episode_advantage(batch, self.options["eps"], self.options["stats"], penalty=self.options["penalty"])
         return EstimatorOutput(advantages=batch.layout.to_rows(adv))

@@ -89,7 +89,7 @@ class HGPO(Estimator):
                 "(the paper defines no base group)"
             )
 
-    def evaluate(self, batch: StepBatch) -> EstimatorOutput:
+    def _compute(self, batch: StepBatch) -> EstimatorOutput:
         layout, states = batch.layout, batch.state_index
         opts = self.options
         eps, divide = opts["eps"], opts["mode"] == "mean_std_norm"

@@ -74,7 +74,7 @@ class PGPO(Estimator):
         opts["beta"] = number(self.name, "beta", opts["beta"], 0)
         opts["potential"] = choice(self.name, "potential", opts["potential"], POTENTIALS)
 
-    def evaluate(self, batch: StepBatch) -> EstimatorOutput:
+    def _compute(self, batch: StepBatch) -> EstimatorOutput:
         layout, states = batch.layout, batch.state_index
         opts = self.options
         eps = opts["eps"]

@@ -41,12 +41,12 @@ class PPO(Estimator):
     needs_groups: ClassVar[bool] = False  # the critic is the baseline: K = 1 is fine
     defaults: ClassVar[dict] = {"gamma": 0.95, "lam": 0.95, "penalty": DEFAULT_PENALTY}
 
-    def evaluate(self, batch: StepBatch) -> EstimatorOutput:
+    def _compute(self, batch: StepBatch) -> EstimatorOutput:
         layout = batch.layout
         gamma, lam = self.options["gamma"], self.options["lam"]
         verl = self.options["penalty"] == "verl"
         r = layout.to_slots(batch.rewards if verl else batch.net_rewards)
-        assert batch.values is not None  # needs_critic: checked before evaluate
+        assert batch.values is not None  # needs_critic: checked before _compute
         v = layout.to_slots(batch.values)
         delta = r + gamma * layout.next_in_trajectory(v) - v  # TD residual over the critic
         adv = layout.reverse_scan(delta, gamma * lam)  # GAE recursion, backwards in each trajectory

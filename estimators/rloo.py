@@ -35,7 +35,7 @@ class RLOO(Estimator):
     needs_groups: ClassVar[bool] = True  # the baseline is the other K - 1 rollouts
     defaults: ClassVar[dict] = {"penalty": DEFAULT_PENALTY}
 
-    def evaluate(self, batch: StepBatch) -> EstimatorOutput:
+    def _compute(self, batch: StepBatch) -> EstimatorOutput:
         layout = batch.layout
         _, traj_score = penalty_scores(batch, self.options["penalty"])
         m = np.bincount(layout.traj_group, minlength=layout.n_groups)[layout.traj_group]

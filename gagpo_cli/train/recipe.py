@@ -229,7 +229,7 @@ def _iteration(cfg: ExperimentConfig, iteration: int, mode: ActionMode, engine: 
     values = updater.values(samples) if estimator.needs_critic else None  # docs/algorithms.md#baselines ppo: V_phi(s_t)
     if "entropies" in estimator.requires:  # generate mode: a no-grad pass at the rollout temperature
         rollout.fill_entropies(lambda: updater.step_entropies(samples))
-    advantages = estimator.estimate(rollout.step_batch(values, estimator.requires, iteration=iteration,
+    advantages = estimator.compute_output(rollout.step_batch(values, estimator.requires, iteration=iteration,
                                                        total_iterations=cfg.train.iterations))
     for i, sample in enumerate(samples):
         # every token of the action shares it (docs/algorithms.md#step-batch)

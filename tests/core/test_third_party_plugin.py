@@ -24,7 +24,7 @@ class RewardMinusMean(Estimator):
     name = "reward-minus-mean"
     description = "Reward minus the batch mean (third-party test plugin)"
 
-    def evaluate(self, batch):
+    def _compute(self, batch):
         rewards = np.asarray(batch.rewards, dtype=float)
         return EstimatorOutput(advantages=rewards - rewards.mean())
 '''

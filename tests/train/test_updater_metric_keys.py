@@ -35,10 +35,10 @@ def _update_metrics(mode_name: str) -> dict[str, float]:
                           generator=torch.Generator().manual_seed(0))
     updater = mode.updater(policy, estimator, cfg, None)
     samples = mode.samples(rollout.rows)
-    estimate = estimator.estimate(rollout.step_batch(updater.values(samples), estimator.requires))
+    out = estimator.compute_output(rollout.step_batch(updater.values(samples), estimator.requires))
     for i, sample in enumerate(samples):
-        sample.advantage = float(estimate.advantages[i])
-        sample.value_target = float(estimate.returns[i])
+        sample.advantage = float(out.advantages[i])
+        sample.value_target = float(out.returns[i])
     return updater.update(samples)
 
 
