@@ -20,6 +20,7 @@ from estimators.batch import OPTIONAL_COLUMNS, StepBatch
 from estimators.diagnostics import advantage_stats
 from estimators.penalty import PENALTY_MODES
 from estimators.similarity import merge_similar_states
+from gagpo_core import plugins
 from gagpo_core.plugins import closest
 
 RATIO_MODES = ("sequence", "token")
@@ -86,8 +87,9 @@ def _check_option(owner: str, name: str, value: Any) -> Any:
 class Estimator:
     """Base class of every estimator. Construct with keyword options only.
 
-    Class attributes every subclass sets: ``name`` (registered name), ``description`` (one line for
-    ``gagpo list``), ``ratio_mode`` ("sequence": one length-normalised ratio per action; "token": one
+    Its ``name`` is the one its ``gagpo.estimators`` entry point gives it, written nowhere else (an
+    unregistered class may set ``name`` itself). Class attributes every subclass sets: ``description``
+    (one line for ``gagpo list``), ``ratio_mode`` ("sequence": one length-normalised ratio per action; "token": one
     per token), ``loss_agg`` ("seq-mean-token-mean" | "token-mean"), ``needs_critic`` (the batch must
     carry ``values``; the trainer trains a value head on ``EstimatorOutput.returns``), ``needs_groups``
     (advantages compare the K rollouts of a task, so the trainer refuses ``rollout.group_size: 1``), ``defaults``
@@ -116,9 +118,18 @@ class Estimator:
     batch without one is refused with one ``ValueError`` line naming it. An instance may narrow it
     when an option makes a column unnecessary. Metadata for ``gagpo list``: ``paper`` (short title of
     the method's paper or source) and ``arxiv`` (its arXiv id, when it has one).
+
+    How reports and sweeps place it (``gagpo report``, ``gagpo ablate --preset tableN``), declared by
+    each class for itself (a subclass is another method and inherits none of them): ``label`` (its rows'
+    name in tables and figures; default its registered name), ``order`` (its place among the methods of
+    a table, smaller first: the built-ins use 10-66 in the paper's order, PPO ... GAGPO, then its
+    ablations, then the newer methods; default 1000, after them), ``tables`` (the paper's tables it is a
+    row of: 1, the compared methods; 2, GAGPO and its ablations; ``--preset tableN`` sweeps them) and
+    ``variants`` (settings of one estimator that are separate methods in the tables: suffix -> (label,
+    options), GiGPO w/ and w/o std; ``label_for``, ``preset_cells``).
     """
 
-    name: ClassVar[str] = ""
+    name = plugins.RegisteredName(plugins.ESTIMATORS)
     description: ClassVar[str] = ""
     ratio_mode: ClassVar[str] = "token"
     loss_agg: ClassVar[str] = "token-mean"
@@ -131,6 +142,10 @@ class Estimator:
     fixed: ClassVar[dict[str, Any]] = {}
     groups_states: ClassVar[bool] = False
     grouping_defaults: ClassVar[dict[str, Any]] = {"grouping": "exact", "similarity_threshold": 0.9}
+    label: ClassVar[str] = ""
+    order: ClassVar[int] = 1000
+    tables: ClassVar[tuple[int, ...]] = ()
+    variants: ClassVar[dict[str, tuple[str, dict[str, Any]]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -144,6 +159,47 @@ class Estimator:
         if unknown:
             raise TypeError(f"{cls.__name__}.requires names '{unknown[0]}', not an optional StepBatch input "
                             f"({', '.join(OPTIONAL_COLUMNS)})")
+
+    @classmethod
+    def _declared(cls, attr: str) -> Any:
+        """``attr`` as this class itself declares it (table metadata is not inherited), else the base's."""
+        return vars(cls).get(attr, getattr(Estimator, attr))
+
+    @classmethod
+    def label_for(cls, options: dict[str, Any] | None = None) -> str:
+        """The row label of a run with estimator ``options``: the label of the first of its ``variants``
+        whose options the run holds (options it leaves out at their defaults), else its ``label``, else
+        its registered name."""
+        resolved = {**cls.defaults, **(options or {}), **cls.fixed}
+        for label, held in cls._declared("variants").values():
+            if all(resolved.get(k) == v for k, v in held.items()):
+                return str(label)
+        return str(cls._declared("label") or cls.name)
+
+    @classmethod
+    def sort_key(cls, options: dict[str, Any] | None = None) -> tuple[int, int]:
+        """Its place among a table's methods: (``order``, the index of the variant the options hold)."""
+        resolved = {**cls.defaults, **(options or {}), **cls.fixed}
+        for index, (_, held) in enumerate(cls._declared("variants").values()):
+            if all(resolved.get(k) == v for k, v in held.items()):
+                return int(cls._declared("order")), index
+        return int(cls._declared("order")), 0
+
+    @classmethod
+    def in_table(cls, number: int) -> bool:
+        """Whether it is a row of the paper's Table ``number`` (its ``tables``)."""
+        return number in cls._declared("tables")
+
+    @classmethod
+    def preset_cells(cls) -> dict[str, dict[str, Any]]:
+        """The sweep cells of ``--preset tableN``: cell label -> settings (``estimator.name`` and, per
+        variant, its options as ``estimator.options.*``), one per variant or one for the estimator."""
+        name = cls.name
+        variants = cls._declared("variants")
+        if not variants:
+            return {name: {"estimator.name": name}}
+        return {f"{name}-{suffix}": {"estimator.name": name, **{f"estimator.options.{k}": v for k, v in held.items()}}
+                for suffix, (_, held) in variants.items()}
 
     def __init__(self, **options: Any) -> None:
         grouping = {k: options.pop(k) for k in STATE_GROUPING_OPTIONS if k in options}

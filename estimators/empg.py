@@ -43,8 +43,9 @@ class EMPG(Estimator):
     Loss as GRPO's: token ratios, "token-mean" aggregation.
     """
 
-    name: ClassVar[str] = "empg"
     description: ClassVar[str] = "EMPG: GRPO advantage scaled by step confidence + future-clarity bonus"
+    label: ClassVar[str] = "EMPG"
+    order: ClassVar[int] = 66
     paper: ClassVar[str] = "Harnessing Uncertainty: Entropy-Modulated Policy Gradients (EMPG)"
     arxiv: ClassVar[str] = "2509.09265"
     ratio_mode: ClassVar[str] = "token"

@@ -45,8 +45,9 @@ class G2PO(Estimator):
     keeps its raw score).
     """
 
-    name: ClassVar[str] = "g2po"
     description: ClassVar[str] = "G2PO: graph node scores, next-node vs node and task-wide score gain"
+    label: ClassVar[str] = "G2PO"
+    order: ClassVar[int] = 64
     paper: ClassVar[str] = "Group-Graph Policy Optimization (G2PO)"
     arxiv: ClassVar[str] = "2606.22995"
     ratio_mode: ClassVar[str] = "token"

@@ -30,8 +30,13 @@ class GiGPO(Estimator):
     singleton anchor group, or a zero spread gives 0.
     """
 
-    name: ClassVar[str] = "gigpo"
     description: ClassVar[str] = "GiGPO: episode relative advantage + anchor-state step advantage"
+    label: ClassVar[str] = "GiGPO"
+    order: ClassVar[int] = 40
+    tables: ClassVar[tuple[int, ...]] = (1,)
+    # the paper's Table 1 has it twice: with and without the std in its normalisation (option ``mode``)
+    variants: ClassVar[dict[str, tuple[str, dict]]] = {"std": ("GiGPO (w/ std)", {"mode": "mean_std_norm"}),
+                                                       "nostd": ("GiGPO (w/o std)", {"mode": "mean_norm"})}
     paper: ClassVar[str] = "Group-in-Group Policy Optimization for LLM Agent Training"
     arxiv: ClassVar[str] = "2505.10978"
     ratio_mode: ClassVar[str] = "token"

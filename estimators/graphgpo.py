@@ -93,8 +93,9 @@ class GraphGPO(Estimator):
     raw score), as GRPO's edge rule here.
     """
 
-    name: ClassVar[str] = "graphgpo"
     description: ClassVar[str] = "GraphGPO: 10 * gamma_g^(graph distance to success), anchor-state normalised"
+    label: ClassVar[str] = "GraphGPO"
+    order: ClassVar[int] = 65
     paper: ClassVar[str] = "GraphGPO (ICML 2026; code: verl-agent recipe/GraphGPO)"
     arxiv: ClassVar[str] = "2605.26684"
     ratio_mode: ClassVar[str] = "token"

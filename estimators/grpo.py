@@ -57,8 +57,10 @@ class GRPO(Estimator):
     spread gives 0.
     """
 
-    name: ClassVar[str] = "grpo"
     description: ClassVar[str] = "GRPO: trajectory score normalised within its rollout group"
+    label: ClassVar[str] = "GRPO"
+    order: ClassVar[int] = 30
+    tables: ClassVar[tuple[int, ...]] = (1,)
     paper: ClassVar[str] = "DeepSeekMath (GRPO)"
     arxiv: ClassVar[str] = "2402.03300"
     ratio_mode: ClassVar[str] = "token"

@@ -47,8 +47,9 @@ class PGPO(Estimator):
     Loss: unchanged PPO clip, per-token ratios, "token-mean".
     """
 
-    name: ClassVar[str] = "pgpo"
     description: ClassVar[str] = "PGPO (arXiv 2609.02236): GiGPO step term + difficulty-gated potential term"
+    label: ClassVar[str] = "PGPO"
+    order: ClassVar[int] = 60
     paper: ClassVar[str] = "Potential-Guided Policy Optimization"
     arxiv: ClassVar[str] = "2609.02236"
     ratio_mode: ClassVar[str] = "token"

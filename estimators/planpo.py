@@ -58,8 +58,9 @@ class PlanPO(Estimator):
     Loss as GRPO's (the paper's Eq. 9-10): token ratios, "token-mean" aggregation.
     """
 
-    name: ClassVar[str] = "planpo"
     description: ClassVar[str] = "PlanPO: success / trajectory length + decaying success / response length"
+    label: ClassVar[str] = "PlanPO"
+    order: ClassVar[int] = 63
     paper: ClassVar[str] = "PlanPO: Group Planning-Aware Policy Optimization"
     arxiv: ClassVar[str] = "2608.17289"
     ratio_mode: ClassVar[str] = "token"

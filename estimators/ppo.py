@@ -31,8 +31,10 @@ class PPO(Estimator):
     with lower variance than lam = 1 over 50-step episodes.
     """
 
-    name: ClassVar[str] = "ppo"
     description: ClassVar[str] = "PPO: GAE over a learned critic V_phi (needs batch.values)"
+    label: ClassVar[str] = "PPO"
+    order: ClassVar[int] = 10
+    tables: ClassVar[tuple[int, ...]] = (1,)
     paper: ClassVar[str] = "Proximal Policy Optimization Algorithms (GAE: arXiv 1506.02438)"
     arxiv: ClassVar[str] = "1707.06347"
     ratio_mode: ClassVar[str] = "token"

@@ -26,8 +26,10 @@ class RLOO(Estimator):
     untouched); m = 1 still gives 0.
     """
 
-    name: ClassVar[str] = "rloo"
     description: ClassVar[str] = "RLOO: trajectory score minus the leave-one-out mean of its group"
+    label: ClassVar[str] = "RLOO"
+    order: ClassVar[int] = 20
+    tables: ClassVar[tuple[int, ...]] = (1,)
     paper: ClassVar[str] = "Back to Basics: REINFORCE-style optimization for RLHF (RLOO)"
     arxiv: ClassVar[str] = "2402.14740"
     ratio_mode: ClassVar[str] = "token"

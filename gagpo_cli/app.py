@@ -49,10 +49,12 @@ def _root(
 @app.command("list")
 def list_command(
     kind: Annotated[
-        str | None, typer.Argument(help="What to list: estimators, environments or experiments (default: all).")
+        str | None, typer.Argument(help="What to list: estimators, environments, policy-kinds, engines, "
+                                   "action-modes or experiments (default: all).")
     ] = None,
 ) -> None:
-    """List the registered estimators and environments (entry-point plugins) and the built-in experiments."""
+    """List the registered plugins (estimators, environments, policy kinds, rollout engines, action modes:
+    entry points) and the built-in experiments and sweeps."""
     from gagpo_cli.listing import print_listing
 
     print_listing(kind)

@@ -54,7 +54,7 @@ def test_auto_picks_hf_and_says_why(capsys):
     name, reason = choose_engine("auto", "tiny-random")
     assert name == "hf" and reason.startswith("auto:")
     engine = open_engine("auto", tiny_policy(), "tiny-random")
-    assert engine.name == "hf"
+    assert isinstance(engine, HFEngine)
     assert "rollout engine: hf (auto:" in capsys.readouterr().out
 
 

@@ -6,8 +6,9 @@ the policy scores every admissible action and draws one from softmax(scores / T)
 that categorical, one unit per action (``policies/scoring.py``).
 
 Each mode is one class owning its settings checks, the engine it acts through, one turn of acting
-(``decide``), the updater that trains it and the update sample of a step row. ``ACTION_MODES`` maps
-``rollout.action_mode`` to its class: adding a mode is one class and one row there.
+(``decide``), the updater that trains it and the update sample of a step row. ``rollout.action_mode``
+names a ``gagpo.action_modes`` entry point: adding a mode is one ``ActionMode`` subclass and one entry
+point (a third party's package may declare it).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from gagpo_cli.train.learning.generate_update import GenerateSample, GenerateUpd
 from gagpo_cli.train.learning.score_update import ScoreSample, ScoreUpdater
 from gagpo_cli.train.learning.updater import PolicyUpdater
 from gagpo_cli.train.policies.kinds import policy_kind
+from gagpo_core import plugins
 
 
 @dataclass(frozen=True)
@@ -48,9 +50,11 @@ class Acting:
 
 
 class ActionMode:
-    """What every action mode provides; the defaults are the ones most modes share."""
+    """What every action mode provides; the defaults are the ones most modes share. Its ``name`` is its
+    ``gagpo.action_modes`` entry point's."""
 
-    name: ClassVar[str]
+    name = plugins.RegisteredName(plugins.ACTION_MODES)
+    description: ClassVar[str] = ""  # one line for ``gagpo list action-modes``
 
     def check_settings(self, cfg: ExperimentConfig) -> None:
         """UsageError for settings this mode cannot train with (before anything is loaded)."""
@@ -95,7 +99,7 @@ class ActionMode:
 class GenerateMode(ActionMode):
     """The model writes its answer; the action is read from ``<action>...</action>``."""
 
-    name = "generate"
+    description = "the model writes its answer (thoughts, then the action in <action>...</action>)"
 
     def check_settings(self, cfg: ExperimentConfig) -> None:
         problem = policy_kind(cfg.model.name).mode_refusal(self.name)
@@ -142,7 +146,7 @@ class GenerateMode(ActionMode):
 class ScoreMode(ActionMode):
     """The policy scores the admissible actions and draws one; it acts through itself (no engine)."""
 
-    name = "score"
+    description = "the policy scores every admissible action and draws one (GLAM / TWOSOME style)"
 
     def check_settings(self, cfg: ExperimentConfig) -> None:
         if cfg.rollout.engine == "vllm":
@@ -176,12 +180,13 @@ class ScoreMode(ActionMode):
                             rollout_logp=r.acted.rollout_logp) for r in rows]
 
 
-# rollout.action_mode -> its class
-ACTION_MODES: dict[str, type[ActionMode]] = {"generate": GenerateMode, "score": ScoreMode}
+def action_mode_names() -> list[str]:
+    """The registered action modes (``rollout.action_mode`` values); imports none of them."""
+    return plugins.plugin_names(plugins.ACTION_MODES)
 
 
 def get_action_mode(name: str) -> ActionMode:
-    """The action mode ``name`` (``rollout.action_mode``); UsageError naming the valid ones."""
-    if name not in ACTION_MODES:
-        raise UsageError(f"rollout.action_mode '{name}' is not one of {', '.join(ACTION_MODES)}")
-    return ACTION_MODES[name]()
+    """The action mode ``name`` (``rollout.action_mode``); UsageError naming the valid ones and the closest."""
+    if name not in action_mode_names():
+        raise UsageError(plugins.unknown_name_message("rollout.action_mode", name, action_mode_names()))
+    return plugins.load(plugins.ACTION_MODES, name)()

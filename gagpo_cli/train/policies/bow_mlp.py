@@ -540,6 +540,8 @@ class FeaturisedPolicy:
 
     action_modes = ("score",)
     hidden_size = EMBED
+    label = "featurised policy bow-mlp"  # CPU, no download, not a transformers model (kinds.POLICY_FACTS)
+    description = "a bag-of-words MLP that ranks the admissible actions (CPU, no download)"
 
     def __init__(self, cfg: Any = None, *, seed: int = 0) -> None:
         self.cfg = cfg
