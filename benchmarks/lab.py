@@ -13,7 +13,7 @@ last line gives the ratios reference / batched. As the trainer does, objects bui
 iteration are frozen out of the garbage collector's scans.
 
 - ``batched``: ``FeaturisedPolicy`` as the trainer uses it;
-- ``reference``: the same weights scored the straightforward way (``tests/bow_mlp_reference.py``:
+- ``reference``: the same weights scored the straightforward way (``testkit/bow_mlp_reference.py``:
   every input on its own, one sparse bag of all its features per candidate, one MLP row per
   candidate on the concatenation); the update path is the same for both.
 
@@ -36,8 +36,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-# benchmarks/estimators.py would shadow the estimators package; tests/ holds the reference scorer
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE] + [str(HERE.parent / "tests")]
+# benchmarks/estimators.py would shadow the estimators package; testkit/ holds the reference scorer
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE] + [str(HERE.parent / "testkit")]
 
 
 class GarbageCollection:

@@ -1,6 +1,6 @@
 """The bow-mlp scorer's factored batch (shared bags, per-part state sums, the first MLP layer split,
 equal inputs scored once) computes the same function as the straightforward computation in
-``bow_mlp_reference.py``: same scores and state vectors, same gradients, the same update, on states
+``testkit/bow_mlp_reference.py``: same scores and state vectors, same gradients, the same update, on states
 of real ALFWorld and WebShop rollouts."""
 
 from __future__ import annotations
