@@ -89,13 +89,13 @@ def test_gradients_equal_the_straightforward_computation(states):
 
 def test_a_cleared_cache_gives_the_same_scores(states):
     policy, fresh = _trained_policy(), _trained_policy()
-    policy._cache.LIMIT = 50  # the tables overflow: everything is dropped between batches
-    policy._cache.MEMORY_LIMIT = 20
+    policy.features.cache.LIMIT = 50  # the tables overflow: everything is dropped between batches
+    policy.features.cache.MEMORY_LIMIT = 20
     for start in range(0, len(states), 40):
         chunk = states[start:start + 40]
         torch.testing.assert_close(torch.cat(policy.score_actions(chunk).logits),
                                    torch.cat(fresh.score_actions(chunk).logits), rtol=1e-6, atol=1e-6)
-    assert len(policy._cache.pairs) < len(fresh._cache.pairs)
+    assert len(policy.features.cache.pairs) < len(fresh.features.cache.pairs)
 
 
 def test_gradients_do_not_depend_on_what_the_policy_scored_before(states):
