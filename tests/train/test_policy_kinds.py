@@ -5,19 +5,12 @@ and ``gagpo eval`` take as they are."""
 
 from __future__ import annotations
 
-import contextlib
-import copy
-import zlib
-from collections.abc import Iterator, Sequence
-from pathlib import Path
-from typing import Any
-
 import pytest
 import torch
 from envs import plugin_on_sys_path
 from envs.buttons import ButtonsEnvironment
+from envs.third_party import WordScorer
 from tiny_model import tiny_model, tiny_tokenizer
-from torch import nn
 
 from environments.pool import EnvPool
 from gagpo_cli.config import ModelConfig, load_config
@@ -30,7 +23,7 @@ from gagpo_cli.train.acting.modes import action_mode_names
 from gagpo_cli.train.policies.kinds import LANGUAGE_MODEL, PolicyKind, load_policy, policy_kind
 from gagpo_cli.train.policies.lm import Policy
 from gagpo_cli.train.policies.protocol import GeneratingPolicy, ScoringPolicy, TrainablePolicy
-from gagpo_cli.train.policies.scoring import ScoreInput, ScoreOutput
+from gagpo_cli.train.policies.scoring import ScoreInput
 from gagpo_cli.train.recipe import train
 from gagpo_cli.train.records import read_metrics
 from gagpo_core import plugins
@@ -103,58 +96,11 @@ def test_any_other_model_name_goes_to_the_language_model_loader(model_folder, tm
         load_policy(ModelConfig(name=str(tmp_path / "no-such-model"), device="cpu"))
 
 
-class WordScorer:
-    """A policy kind in one class, for the test: each candidate scores the sum of one weight per hashed
-    word (score mode only, CPU); the reference is a frozen copy."""
-
-    action_modes = ("score",)
-    label = "word scorer"
-    hidden_size = 4
-    BUCKETS = 256
-
-    def __init__(self) -> None:
-        self.device = torch.device("cpu")
-        self.weights = nn.Embedding(self.BUCKETS, 1)
-        nn.init.zeros_(self.weights.weight)
-        self.reference = copy.deepcopy(self.weights).requires_grad_(False)
-
-    @classmethod
-    def load(cls, cfg: Any, *, seed: int = 0) -> WordScorer:
-        return cls()
-
-    @classmethod
-    def device_for(cls, cfg: Any) -> torch.device:
-        return torch.device("cpu")
-
-    def score_actions(self, inputs: Sequence[ScoreInput], *, norm: str = "token", reference: bool = False,
-                      with_state: bool = False) -> ScoreOutput:
-        table = self.reference if reference else self.weights
-        logits = [torch.stack([table(torch.tensor([zlib.crc32(w.encode()) % self.BUCKETS for w in a.split()]))
-                               .sum() for a in inp.candidates]) for inp in inputs]
-        return ScoreOutput(logits=logits, state=torch.zeros(len(inputs), self.hidden_size) if with_state else None)
-
-    def score_cost(self, inp: ScoreInput) -> int:
-        return len(inp.candidates)
-
-    def trainable_parameters(self) -> list[nn.Parameter]:
-        return list(self.weights.parameters())
-
-    @contextlib.contextmanager
-    def train_mode(self) -> Iterator[None]:
-        yield
-
-    def save(self, directory: Path) -> None:
-        Path(directory).mkdir(parents=True, exist_ok=True)
-        torch.save(self.weights.state_dict(), Path(directory) / "words.pt")
-
-    def load_weights(self, directory: Path) -> None:
-        self.weights.load_state_dict(torch.load(Path(directory) / "words.pt"))
-
-
 @pytest.fixture
 def word_scorer_kind(tmp_path):
     """``word-scorer`` registered as a policy kind by an entry point of a package put on the path."""
-    with plugin_on_sys_path(tmp_path / "plugin", {"gagpo.policy_kinds": {"word-scorer": f"{__name__}:WordScorer"}}):
+    entry_points = {"gagpo.policy_kinds": {"word-scorer": "envs.third_party:WordScorer"}}
+    with plugin_on_sys_path(tmp_path / "plugin", entry_points):
         yield policy_kind("word-scorer")
 
 
