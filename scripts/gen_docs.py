@@ -18,6 +18,7 @@ import argparse
 import dataclasses
 import inspect
 import json
+import re
 import sys
 import types
 import typing
@@ -39,9 +40,18 @@ def _banner(source: str) -> str:
             "`python scripts/gen_docs.py`. -->\n\n")
 
 
+def literal(text: str) -> str:
+    """``text`` with ``<`` and ``&`` outside code spans escaped, so that a placeholder such as ``<seed>`` shows
+    as written instead of passing through as an HTML tag (Markdown leaves code spans alone)."""
+    parts = re.split(r"(`+[^`]*`+)", text)
+    return "".join(part if part.startswith("`") else part.replace("&", "&amp;").replace("<", "&lt;")
+                   for part in parts)
+
+
 def cell(text: Any) -> str:
-    """``text`` as one Markdown table cell: pipes escaped, line breaks and runs of spaces folded."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+    """``text`` as one Markdown table cell: placeholders kept literal, pipes escaped, line breaks and runs of
+    spaces folded."""
+    return literal(" ".join(str(text).split())).replace("|", "\\|")
 
 
 def plain_value(value: Any) -> str:
@@ -129,12 +139,23 @@ def _type_text(tp: Any) -> tuple[str, bool]:
     return names.get(tp, getattr(tp, "__name__", str(tp))), False
 
 
-def _param_rows(callback: Any) -> list[str]:
-    """One table row per parameter of a Typer command callback (its ``Annotated`` typer metadata)."""
+def _declaration(param: Any) -> str:
+    """An option's names as the parser Typer builds reads them: ``--config, -c``; a flag with an off switch
+    as ``--resume/--no-resume`` (Typer adds ``--no-X`` only to a flag declared without names of its own)."""
+    names = list(param.opts)
+    if param.secondary_opts:
+        names[0] = f"{names[0]}/{'/'.join(param.secondary_opts)}"
+    return ", ".join(names)
+
+
+def _param_rows(callback: Any, command: Any) -> list[str]:
+    """One table row per parameter of a Typer command callback: names from the parser's ``command`` (click),
+    type, default and help from the callback's ``Annotated`` typer metadata."""
     import typer.models
 
     rows = []
     hints = typing.get_type_hints(callback, include_extras=True)
+    parsed = {p.name: p for p in command.params}
     for name, param in inspect.signature(callback).parameters.items():
         annotation = hints[name]
         base, info = typing.get_args(annotation)[0], typing.get_args(annotation)[1]
@@ -143,15 +164,7 @@ def _param_rows(callback: Any) -> list[str]:
             decl = name.upper()
             kind = f"argument, {kind}"
         else:
-            # Annotated style: typer takes a first positional string (``typer.Option("--config", "-c")``)
-            # as the first declaration, where OptionInfo keeps it as ``default``
-            first = [info.default] if isinstance(info.default, str) and info.default.startswith("-") else []
-            decls = [d for d in (*first, *(info.param_decls or ())) if d.startswith("-")]
-            if not decls:
-                decls = [f"--{name.replace('_', '-')}"]
-            if kind == "flag" and not any("/" in d for d in decls):
-                decls = [f"{decls[0]}/--no-{decls[0][2:]}", *decls[1:]]
-            decl = ", ".join(decls)
+            decl = _declaration(parsed[name])
         required = param.default is inspect.Parameter.empty
         default = "required" if required else "unset" if param.default is None else value_text(param.default)
         if repeatable:
@@ -162,8 +175,11 @@ def _param_rows(callback: Any) -> list[str]:
 
 def cli_page() -> str:
     """Every command of the ``gagpo`` Typer app with its parameters."""
+    import typer
+
     from gagpo_cli.app import app
 
+    parser = typer.main.get_command(app)
     out = [_banner("the Typer app (gagpo_cli/app.py)"), "# Command-line reference\n\n",
            f"{cell(app.info.help)}\n\n",
            "Every command prints its own help with `gagpo COMMAND --help`. Bad input gets one line on stderr and "
@@ -175,9 +191,9 @@ def cli_page() -> str:
         first = (inspect.getdoc(callback) or "").split("\n\n")[0]
         out.append(f"| [`gagpo {name}`](#gagpo-{name}) | {cell(first)} |\n")
     for name, callback in commands:
-        out += [f"\n## `gagpo {name}`\n\n", f"{inspect.getdoc(callback) or ''}\n\n",
+        out += [f"\n## `gagpo {name}`\n\n", f"{literal(inspect.getdoc(callback) or '')}\n\n",
                 "| argument / option | type | default | what it does |\n", "|---|---|---|---|\n",
-                *_param_rows(callback)]
+                *_param_rows(callback, parser.commands[name])]
     return "".join(out)
 
 
@@ -233,7 +249,7 @@ def config_page() -> str:
     for f in dataclasses.fields(cfg):
         section = getattr(cfg, f.name)
         if dataclasses.is_dataclass(section):
-            out += [f"\n## `{f.name}`\n\n", f"{inspect.getdoc(type(section))}\n\n", header,
+            out += [f"\n## `{f.name}`\n\n", f"{literal(inspect.getdoc(type(section)) or '')}\n\n", header,
                     *config_rows(section, f"{f.name}.")]
     out += ["\n## Built-in experiments\n\n", "`gagpo train NAME` (files in `experiments/`):\n\n",
             "| name | what it is | estimator | environment | model |\n", "|---|---|---|---|---|\n"]

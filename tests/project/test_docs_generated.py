@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import re
 from pathlib import Path
 from types import ModuleType
 
@@ -89,3 +90,36 @@ def test_the_cli_page_names_every_option_as_the_parser_reads_it(gen):
             for opt in (*param.opts, *param.secondary_opts):
                 if opt.startswith("-"):
                     assert f"{opt}" in section, f"gagpo {name}: {opt} missing from docs/reference/cli.md"
+
+
+def test_every_option_the_cli_page_names_is_one_the_parser_accepts(gen):
+    """No invented switch: Typer adds ``--no-X`` only to a flag declared without names of its own."""
+    import typer
+
+    from gagpo_cli.app import app
+
+    page = gen.cli_page()
+    group = typer.main.get_command(app)
+    for name, command in group.commands.items():
+        section = page.split(f"## `gagpo {name}`", 1)[1].split("\n## ", 1)[0]
+        accepted = {opt for param in command.params for opt in (*param.opts, *param.secondary_opts)}
+        shown = {opt for decl in re.findall(r"^\| `([^`]+)` \|", section, re.M)
+                 for opt in re.split(r", |/", decl) if opt.startswith("-")}
+        assert shown <= accepted, f"gagpo {name}: the page shows {sorted(shown - accepted)}, which the parser refuses"
+
+
+def _outside_code(text: str) -> str:
+    text = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+    return re.sub(r"`+[^`]*`+", "", text)
+
+
+@pytest.mark.parametrize("page", ["cli", "config", "estimator"])
+def test_placeholders_are_written_to_show_literally(gen, page):
+    """A ``<seed>`` outside code would pass through Markdown as an HTML tag and vanish from the page."""
+    text = _outside_code(getattr(gen, f"{page}_page")())
+    tags = set(re.findall(r"</?[A-Za-z_][\w.-]*>", text))
+    assert not tags, f"{page} page: {sorted(tags)} would render as HTML tags; escape them (gen_docs.literal)"
+
+
+def test_literal_leaves_code_spans_alone(gen):
+    assert gen.literal("in <dir>/s<seed>/ with `<action>`") == "in &lt;dir>/s&lt;seed>/ with `<action>`"
