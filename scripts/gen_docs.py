@@ -266,12 +266,145 @@ def config_page() -> str:
     return "".join(out)
 
 
+# ------------------------------------------------------------------------------------------------ API
+
+
+@dataclasses.dataclass(frozen=True)
+class ApiPage:
+    """One page of the API reference: a title, a few lines that say how its objects fit together, then one
+    mkdocstrings block per object (``module``, the names documented from it). ``members``: a class's
+    members to show, where the default (every public one) is not what a plugin author needs."""
+
+    title: str
+    intro: str
+    objects: tuple[tuple[str, tuple[str, ...]], ...]
+    members: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+
+
+# The plugin API: what a new estimator, environment, policy kind, rollout engine or action mode is written
+# against. tests/project/test_docs_generated.py checks that every name listed exists, that every public
+# name of these modules is either listed or in API_LEFT_OUT, and that estimators.__all__ and
+# environments.__all__ are all here.
+API_PAGES: dict[str, ApiPage] = {
+    "estimators.md": ApiPage(
+        title="Estimator API",
+        intro=(
+            "An estimator is a subclass of `Estimator` that turns a `StepBatch` (one row per environment "
+            "step, rows in any order) into one advantage per row, returned in an `EstimatorOutput`. Its class "
+            "attributes tell the trainer how to train with it (`ratio_mode`, `loss_agg`, `needs_critic`, "
+            "`needs_groups`, `requires`) and what `gagpo list` shows (`name`, `description`, `paper`, "
+            "`arxiv`); its options are keyword arguments checked at construction. The formulas the built-ins "
+            "compute are in [the formulas the code implements](../../algorithms.md); "
+            "[Adding a plugin](../../plugins.md) shows where a new one is declared."),
+        objects=(
+            ("estimators", ("get_estimator", "available_estimators")),
+            ("estimators.base", ("Estimator", "EstimatorOutput", "RATIO_MODES", "LOSS_AGGS", "SHARED_OPTIONS",
+                                 "STATE_GROUPING_OPTIONS")),
+            ("estimators.batch", ("StepBatch", "OPTIONAL_COLUMNS", "StepGroups")),
+            ("estimators.options", ("number", "count_or_none", "flag", "choice")),
+        ),
+    ),
+    "grouping.md": ApiPage(
+        title="Batch layout and grouping helpers",
+        intro=(
+            "A `StepBatch`'s rows arrive in any order; `batch.layout` (a `TrajectoryLayout`) sorts them once "
+            "into *slots*: trajectory after trajectory, steps in order. An estimator moves a per-row array "
+            "into slot order with `layout.to_slots`, runs its recursions there (`reverse_scan` for returns "
+            "and GAE, `next_in_trajectory`, `trajectory_sums`) and hands its advantages back in row order "
+            "with `layout.to_rows`. States are grouped inside each rollout group by `batch.state_index` (a "
+            "`StateIndex`: one code per distinct state key); the `segment_*` helpers and `group_normalize` "
+            "compute means and normalisations over any such codes in one vectorised pass."),
+        objects=(
+            ("estimators.grouping", ("TrajectoryLayout", "StateIndex", "factorize", "factorize_within",
+                                     "segment_mean", "segment_center", "segment_standardize",
+                                     "segment_relative")),
+            ("estimators.norms", ("group_normalize", "group_std", "SINGLETON_RULES")),
+        ),
+    ),
+    "environments.md": ApiPage(
+        title="Environment API",
+        intro=(
+            "An environment is a subclass of `Environment` (the loaded benchmark, built once per run with "
+            "keyword options) whose `new_episode` returns an `Episode` (one live interaction). An episode's "
+            "`reset` returns a `Reset` and each `step` a `Step`; both carry the admissible actions and the "
+            "state key that grouping estimators compare. [Environments](../../environments.md#one-protocol) "
+            "describes the built-ins."),
+        objects=(
+            ("environments.base", ("Environment", "Episode", "Reset", "Step", "get_environment",
+                                   "available_environments", "stratified_order", "score_mode_env_options")),
+        ),
+    ),
+    "policies.md": ApiPage(
+        title="Policies, rollout engines and action modes",
+        intro=(
+            "A *policy kind* is what `model.name` builds: the language model, or a row of `POLICY_KINDS` "
+            "such as `bow-mlp`. Every policy is a `TrainablePolicy`; one that acts in score mode is also a "
+            "`ScoringPolicy` (it scores a `ScoreInput`'s admissible actions into a `ScoreOutput`), one that "
+            "acts in generate mode a `GeneratingPolicy`. In generate mode the text is written through a "
+            "*rollout engine* (`RolloutEngine`: `hf` or `vllm`, the rows of `ENGINES`). The *action mode* "
+            "(`ActionMode`, the rows of `ACTION_MODES`) decides how a turn is acted and which updater "
+            "trains the policy. [Action modes and policies](../../action-modes.md) and "
+            "[rollout engines](../../scaling.md#rollout-engines) describe the built-ins."),
+        objects=(
+            ("gagpo_cli.train.policies.kinds", ("PolicyKind", "POLICY_KINDS", "LANGUAGE_MODEL", "policy_kind",
+                                                "load_policy")),
+            ("gagpo_cli.train.policies.protocol", ("TrainablePolicy", "ScoringPolicy", "GeneratingPolicy")),
+            ("gagpo_cli.train.policies.scoring", ("ScoreInput", "ScoreOutput", "SCORE_NORMS")),
+            ("gagpo_cli.train.acting.engines.base", ("RolloutEngine", "EngineError")),
+            ("gagpo_cli.train.acting.engines", ("ENGINES", "AUTO_PREFERENCE")),
+            ("gagpo_cli.train.acting.modes", ("ActionMode", "Acting", "ACTION_MODES", "get_action_mode")),
+        ),
+    ),
+    "plugins.md": ApiPage(
+        title="Plugin registry",
+        intro=(
+            "Every estimator and environment is found by name through Python entry points: the built-ins are "
+            "declared in this project's `pyproject.toml` exactly as a third-party package declares its own "
+            "([Adding a plugin](../../plugins.md)). Nothing is imported until a name is asked for; an unknown "
+            "name is an error that names the closest valid one."),
+        objects=(
+            ("gagpo_core.plugins", ("ESTIMATORS", "ENVIRONMENTS", "GROUPS", "load", "load_all", "plugin_names",
+                                    "describe", "PluginInfo", "closest", "unknown_name_message",
+                                    "UnknownPluginError")),
+        ),
+    ),
+}
+
+# Public names of those modules that are not part of the plugin API, each with its reason.
+API_LEFT_OUT: dict[str, dict[str, str]] = {
+    "gagpo_cli.train.acting.engines": {
+        "model_folder": "the trainer's engine choice", "check_engine": "the trainer's engine choice",
+        "choose_engine": "the trainer's engine choice", "build_engine": "the trainer's engine choice",
+        "open_engine": "the trainer's engine choice", "VLLM_SETUP": "the vLLM engine's own setting"},
+    "gagpo_cli.train.acting.modes": {"GenerateMode": "a built-in mode", "ScoreMode": "a built-in mode"},
+    "gagpo_cli.train.policies.scoring": {"PackedScores": "how a policy packs scores internally",
+                                         "ActionScorer": "ScoringPolicy is the protocol a policy implements",
+                                         "check_norm": "the settings check of rollout.score_norm"},
+}
+
+
+def api_page(page: ApiPage) -> str:
+    """The mkdocstrings blocks of ``page`` under its title and introduction."""
+    out = [_banner("the list API_PAGES in scripts/gen_docs.py and the code's docstrings"), f"# {page.title}\n\n",
+           f"{page.intro}\n\n"]
+    for module, names in page.objects:
+        for name in names:
+            path = f"{module}.{name}"
+            out.append(f"::: {path}\n")
+            if path in page.members:
+                out.append(f"    options:\n      members: [{', '.join(page.members[path])}]\n")
+            out.append("\n")
+    return "".join(out).rstrip("\n") + "\n"
+
+
 # ----------------------------------------------------------------------------------------------- main
 
 
 def render_pages() -> dict[str, str]:
     """File name under docs/reference/ -> its generated text."""
-    return {"estimators.md": estimator_page(), "cli.md": cli_page(), "config.md": config_page()}
+    pages = {"estimators.md": estimator_page(), "cli.md": cli_page(), "config.md": config_page()}
+    pages.update({f"api/{name}": api_page(page) for name, page in API_PAGES.items()})
+    return pages
 
 
 def stale_pages(pages: dict[str, str] | None = None) -> list[str]:
@@ -295,8 +428,8 @@ def main(argv: list[str] | None = None) -> int:
         for name in stale:
             print(f"docs/reference/{name} is stale: run python scripts/gen_docs.py", file=sys.stderr)
         return 1 if stale else 0
-    REFERENCE.mkdir(parents=True, exist_ok=True)
     for name, text in pages.items():
+        (REFERENCE / name).parent.mkdir(parents=True, exist_ok=True)
         (REFERENCE / name).write_text(text, encoding="utf-8")
         print(f"wrote docs/reference/{name}")
     return 0

@@ -203,8 +203,16 @@ def test_every_link_and_anchor_of_the_readme_resolves():
     assert not problems, "broken README links:\n" + "\n".join(problems)
 
 
+def mkdocs_config() -> dict:
+    """mkdocs.yml, its ``!ENV [NAME, default]`` values read as their defaults."""
+    loader = type("Loader", (yaml.SafeLoader,), {})
+    loader.add_constructor("!ENV", lambda load, node: load.construct_sequence(node)[-1]
+                           if isinstance(node, yaml.SequenceNode) else None)
+    return yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=loader)
+
+
 def test_the_nav_and_the_pages_are_the_same_files():
-    nav = nav_pages(yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))["nav"])
+    nav = nav_pages(mkdocs_config()["nav"])
     missing = [p for p in nav if not (DOCS / p).is_file()]
     left_out = sorted({str(p.relative_to(DOCS)) for p in site_pages()} - set(nav))
     assert not missing, f"mkdocs.yml's nav names pages that do not exist: {missing}"

@@ -20,21 +20,39 @@ class RolloutEngine(Protocol):
     (why it cannot run in this environment, None when it can) and ``open(policy, folder, options)``."""
 
     name: ClassVar[str]
+    """Its ``rollout.engine`` name."""
     label: ClassVar[str]
+    """How messages name it."""
     needs_folder: ClassVar[bool]
+    """True: it loads the model from its folder on disk, not from the policy's memory."""
     setup: ClassVar[str]
+    """The command that installs what it needs (shown when it cannot run)."""
 
     @staticmethod
-    def problem() -> str | None: ...
+    def problem() -> str | None:
+        """Why it cannot run in this environment (a missing package, no GPU), or None when it can."""
+        ...
 
     @classmethod
-    def open(cls, policy: Any, folder: Path | None, options: dict[str, Any]) -> RolloutEngine: ...
+    def open(cls, policy: Any, folder: Path | None, options: dict[str, Any]) -> RolloutEngine:
+        """An engine acting for ``policy`` (its model in ``folder`` when ``needs_folder``), with the
+        ``rollout.engine_options`` ``options``."""
+        ...
 
-    def chat_prompt(self, user_text: str) -> list[int]: ...
+    def chat_prompt(self, user_text: str) -> list[int]:
+        """The policy's chat template applied to a one-message chat (the engine never changes prompts)."""
+        ...
 
     def generate(self, prompts: list[list[int]], *, temperature: float, max_new_tokens: int,
-                 generator: torch.Generator | None = None) -> list[Any]: ...
+                 generator: torch.Generator | None = None) -> list[Any]:
+        """One ``Generation`` per prompt, each stopping at the policy's EOS ids (kept in ``response_ids``)
+        or at ``max_new_tokens`` (``truncated``); greedy at temperature 0."""
+        ...
 
-    def sync(self) -> None: ...
+    def sync(self) -> None:
+        """Take the policy's current weights; called after every update and after a resume."""
+        ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release what it holds (GPU memory, worker processes)."""
+        ...
