@@ -13,11 +13,8 @@ from importlib import metadata
 from typing import Any
 
 ESTIMATORS = "gagpo.estimators"
-"""The entry-point group of the advantage estimators (``estimators.Estimator`` subclasses)."""
 ENVIRONMENTS = "gagpo.environments"
-"""The entry-point group of the environments (``environments.Environment`` subclasses)."""
 GROUPS = {"estimators": ESTIMATORS, "environments": ENVIRONMENTS}
-"""The groups by the kind ``gagpo list`` names them with."""
 
 
 class UnknownPluginError(ValueError):

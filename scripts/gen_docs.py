@@ -337,49 +337,51 @@ API_PAGES: dict[str, ApiPage] = {
     "policies.md": ApiPage(
         title="Policies, rollout engines and action modes",
         intro=(
-            "A *policy kind* is what `model.name` builds: the language model, or a row of `POLICY_KINDS` "
-            "such as `bow-mlp`. Every policy is a `TrainablePolicy`; one that acts in score mode is also a "
-            "`ScoringPolicy` (it scores a `ScoreInput`'s admissible actions into a `ScoreOutput`), one that "
-            "acts in generate mode a `GeneratingPolicy`. In generate mode the text is written through a "
-            "*rollout engine* (`RolloutEngine`: `hf` or `vllm`, the rows of `ENGINES`). The *action mode* "
-            "(`ActionMode`, the rows of `ACTION_MODES`) decides how a turn is acted and which updater "
-            "trains the policy. [Action modes and policies](../../action-modes.md) and "
-            "[rollout engines](../../scaling.md#rollout-engines) describe the built-ins."),
+            "A *policy kind* is what `model.name` builds: the language model, or a named kind such as "
+            "`bow-mlp` (`policy_kind` says which). Every policy is a `TrainablePolicy`; one that acts in "
+            "score mode is also a `ScoringPolicy` (it scores a `ScoreInput`'s admissible actions into a "
+            "`ScoreOutput`), one that acts in generate mode a `GeneratingPolicy`. In generate mode the text "
+            "is written through a *rollout engine* (a `RolloutEngine`: `hf` or `vllm`). The *action mode* "
+            "(an `ActionMode`: `score` or `generate`) decides how a turn is acted and which updater trains "
+            "the policy. [Action modes and policies](../../action-modes.md) and "
+            "[rollout engines](../../scaling.md#rollout-engines) describe the built-ins; "
+            "[Architecture](../../architecture.md) says where a new one goes."),
         objects=(
-            ("gagpo_cli.train.policies.kinds", ("PolicyKind", "POLICY_KINDS", "LANGUAGE_MODEL", "policy_kind",
-                                                "load_policy")),
+            ("gagpo_cli.train.policies.kinds", ("policy_kind", "load_policy")),
             ("gagpo_cli.train.policies.protocol", ("TrainablePolicy", "ScoringPolicy", "GeneratingPolicy")),
             ("gagpo_cli.train.policies.scoring", ("ScoreInput", "ScoreOutput", "SCORE_NORMS")),
             ("gagpo_cli.train.acting.engines.base", ("RolloutEngine", "EngineError")),
-            ("gagpo_cli.train.acting.engines", ("ENGINES", "AUTO_PREFERENCE")),
-            ("gagpo_cli.train.acting.modes", ("ActionMode", "Acting", "ACTION_MODES", "get_action_mode")),
+            ("gagpo_cli.train.acting.modes", ("ActionMode", "Acting", "get_action_mode")),
         ),
     ),
     "plugins.md": ApiPage(
         title="Plugin registry",
         intro=(
-            "Every estimator and environment is found by name through Python entry points: the built-ins are "
-            "declared in this project's `pyproject.toml` exactly as a third-party package declares its own "
+            "Estimators and environments are found by name through Python entry points, in the groups "
+            "`gagpo.estimators` and `gagpo.environments`: the built-ins are declared in this project's "
+            "`pyproject.toml` exactly as a third-party package declares its own "
             "([Adding a plugin](../../plugins.md)). Nothing is imported until a name is asked for; an unknown "
             "name is an error that names the closest valid one."),
         objects=(
-            ("gagpo_core.plugins", ("ESTIMATORS", "ENVIRONMENTS", "GROUPS", "load", "load_all", "plugin_names",
-                                    "describe", "PluginInfo", "closest", "unknown_name_message",
-                                    "UnknownPluginError")),
+            ("gagpo_core.plugins", ("load", "load_all", "plugin_names", "describe", "PluginInfo", "closest",
+                                    "unknown_name_message", "UnknownPluginError")),
         ),
     ),
 }
 
 # Public names of those modules that are not part of the plugin API, each with its reason.
 API_LEFT_OUT: dict[str, dict[str, str]] = {
-    "gagpo_cli.train.acting.engines": {
-        "model_folder": "the trainer's engine choice", "check_engine": "the trainer's engine choice",
-        "choose_engine": "the trainer's engine choice", "build_engine": "the trainer's engine choice",
-        "open_engine": "the trainer's engine choice", "VLLM_SETUP": "the vLLM engine's own setting"},
-    "gagpo_cli.train.acting.modes": {"GenerateMode": "a built-in mode", "ScoreMode": "a built-in mode"},
+    "gagpo_cli.train.policies.kinds": {
+        "PolicyKind": "the registry's record of a kind; a new kind implements the protocols",
+        "LANGUAGE_MODEL": "the built-in kind", "POLICY_KINDS": "the table of the built-in kinds"},
     "gagpo_cli.train.policies.scoring": {"PackedScores": "how a policy packs scores internally",
                                          "ActionScorer": "ScoringPolicy is the protocol a policy implements",
                                          "check_norm": "the settings check of rollout.score_norm"},
+    "gagpo_cli.train.acting.modes": {"GenerateMode": "a built-in mode", "ScoreMode": "a built-in mode",
+                                     "ACTION_MODES": "the table of the built-in modes"},
+    "gagpo_core.plugins": {"ESTIMATORS": "a group name, given in the page's text",
+                           "ENVIRONMENTS": "a group name, given in the page's text",
+                           "GROUPS": "the group names by gagpo list's words"},
 }
 
 

@@ -50,7 +50,6 @@ class ActionMode:
     """What every action mode provides; the defaults are the ones most modes share."""
 
     name: ClassVar[str]
-    """Its ``rollout.action_mode`` name."""
 
     def check_settings(self, cfg: ExperimentConfig) -> None:
         """UsageError for settings this mode cannot train with (before anything is loaded)."""
@@ -175,8 +174,8 @@ class ScoreMode(ActionMode):
                             rollout_logp=r.acted.rollout_logp) for r in rows]
 
 
+# rollout.action_mode -> its class
 ACTION_MODES: dict[str, type[ActionMode]] = {"generate": GenerateMode, "score": ScoreMode}
-"""The action modes by their ``rollout.action_mode`` name."""
 
 
 def get_action_mode(name: str) -> ActionMode:

@@ -29,17 +29,11 @@ class PolicyKind:
     class declares its ``action_modes``."""
 
     name: str
-    """The ``model.name`` that selects it (``"language model"`` for the catch-all kind)."""
     target: str
-    """Its class as ``module:Class``, imported on first use."""
-    label: str
-    """How messages name it."""
-    exportable: bool
-    """``gagpo export`` can write it as a transformers model folder."""
-    model_source: bool
-    """``model.name`` is a model to find (alias, folder, hub id) before loading."""
-    shardable: bool = False
-    """A transformers causal LM: ``model.parallel: fsdp`` can shard it (``sharding.py``)."""
+    label: str  # how messages name it
+    exportable: bool  # ``gagpo export`` can write it as a transformers model folder
+    model_source: bool  # ``model.name`` is a model to find (alias, folder, hub id) before loading
+    shardable: bool = False  # a transformers causal LM: ``model.parallel: fsdp`` can shard it (``sharding.py``)
 
     def policy_class(self) -> Any:
         """The class ``target`` names."""
@@ -52,7 +46,6 @@ class PolicyKind:
         return tuple(self.policy_class().action_modes)
 
     def supports(self, mode: str) -> bool:
-        """Whether it acts in action mode ``mode``."""
         return mode in self.action_modes
 
     @property
@@ -77,17 +70,15 @@ class PolicyKind:
         return self.policy_class().load(model_cfg, seed=seed)
 
 
+# A causal LM from transformers (``lm.py``), trained by LoRA or fully; it writes actions or scores them.
 LANGUAGE_MODEL = PolicyKind(name="language model", target="gagpo_cli.train.policies.lm:Policy",
                             label="language model", exportable=True, model_source=True, shardable=True)
-"""A causal LM from transformers (``lm.py``), trained by LoRA or fully; it writes actions or scores them.
-Every ``model.name`` that is not a row of ``POLICY_KINDS`` builds one."""
 
 POLICY_KINDS: dict[str, PolicyKind] = {
     # Featurised bag-of-words MLP ranking admissible actions (``bow_mlp.py``): CPU, no download.
     "bow-mlp": PolicyKind(name="bow-mlp", target="gagpo_cli.train.policies.bow_mlp:FeaturisedPolicy",
                           label="featurised policy bow-mlp", exportable=False, model_source=False),
 }
-"""The policy kinds other than the language model, by the ``model.name`` that selects them."""
 
 
 def policy_kind(model_name: str) -> PolicyKind:

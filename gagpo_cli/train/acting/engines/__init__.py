@@ -39,10 +39,7 @@ ENGINES: dict[str, type[RolloutEngine]] = {
     "hf": HFEngine,
     "vllm": VLLMEngine,
 }
-"""The rollout engines by their ``rollout.engine`` name."""
-AUTO_PREFERENCE = ("vllm", "hf")
-"""The order in which ``rollout.engine: auto`` tries the engines: the first usable here acts (the last,
-``hf``, always is)."""
+AUTO_PREFERENCE = ("vllm", "hf")  # ``auto`` takes the first one usable here (the last, hf, always is)
 
 
 def model_folder(name: str) -> Path | None:

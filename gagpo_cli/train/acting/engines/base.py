@@ -20,13 +20,9 @@ class RolloutEngine(Protocol):
     (why it cannot run in this environment, None when it can) and ``open(policy, folder, options)``."""
 
     name: ClassVar[str]
-    """Its ``rollout.engine`` name."""
     label: ClassVar[str]
-    """How messages name it."""
     needs_folder: ClassVar[bool]
-    """True: it loads the model from its folder on disk, not from the policy's memory."""
     setup: ClassVar[str]
-    """The command that installs what it needs (shown when it cannot run)."""
 
     @staticmethod
     def problem() -> str | None:
