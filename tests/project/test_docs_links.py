@@ -225,6 +225,9 @@ def test_the_nav_and_the_pages_are_the_same_files():
     ("../README.md", "not part of the site"),
     ("#the-first-run", None),  # a heading of the page itself: fine
     ("training.md#the-run-directory", None),
+    ("reference/api/estimators.md#estimators.batch.StepBatch", None),  # an object of a ::: block
+    ("reference/api/estimators.md#estimators.batch.StepBatch.layout", None),  # one of its members
+    ("reference/api/estimators.md#estimators.batch.NoSuchThing", "no heading or id"),
 ])
 def test_a_planted_link_is_judged(link, why):
     """The check can fail: a broken anchor or page planted in a real page's text is reported."""
