@@ -85,7 +85,8 @@ def estimator_page() -> str:
            "# Estimator reference\n\n",
            "Every built-in advantage estimator, as the registry declares it (`gagpo list estimators` prints the "
            "same). The formulas are on the [estimator pages](../estimators/index.md) and in "
-           "[the formulas the code implements](../algorithms.md).\n\n",
+           "[the formulas the code implements](../algorithms.md); the class attributes and options a new one "
+           "declares are in the [estimator API](api/estimators.md).\n\n",
            "| name | what it is | paper | loss | options by default | reads | source |\n",
            "|---|---|---|---|---|---|---|\n"]
     for info, cls, facts in rows:
