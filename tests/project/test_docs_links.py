@@ -252,3 +252,13 @@ def test_heading_ids_are_the_toc_extensions(heading, slug):
 def test_a_heading_repeated_on_a_page_gets_a_numbered_id(tmp_path):
     text = "# A\n\n## Options\n\n```\n## Options\n```\n\n## Options {#custom}\n\n## Options\n"
     assert Page.read(tmp_path / "page.md", text).anchors == {"a", "options", "custom", "options_1"}
+
+
+def test_site_search_splits_names_at_dots_and_underscores():
+    """`lora_rank` and `rollout.group_size` are found by their parts (Material's search splits the index
+    and the query with mkdocs.yml's separator; without it, `lora_rank` found nothing)."""
+    plugins = mkdocs_config()["plugins"]
+    search = next((p["search"] for p in plugins if isinstance(p, dict) and "search" in p), None) or {}
+    separator = search.get("separator", r"[\s\-]+")  # Material's default: spaces and hyphens only
+    words = [w for w in re.split(separator, "rollout.group_size and model.lora_rank, v0.95") if w]
+    assert words == ["rollout", "group", "size", "and", "model", "lora", "rank", "v0.95"]
