@@ -1,4 +1,5 @@
-"""Write the documentation's reference pages from the code: docs/reference/{estimators,cli,config}.md.
+"""Write the documentation's reference pages from the code: docs/reference/{estimators,cli,config}.md and
+the API reference, docs/reference/api/*.md.
 
     python scripts/gen_docs.py           # (re)write the pages
     python scripts/gen_docs.py --check   # write nothing; exit 1 naming every page that differs from the code
@@ -7,7 +8,9 @@
   ``gagpo`` distribution), read through ``gagpo_cli.listing.estimator_facts`` (what ``gagpo list`` shows);
 - cli.md: every command of the Typer app (``gagpo_cli.app``), its arguments and options, types, defaults, help;
 - config.md: every key of the config classes (``gagpo_cli.config``) with its type, default and description
-  (the field's ``doc`` metadata; a key without one is an error), then the built-in experiments and sweeps.
+  (the field's ``doc`` metadata; a key without one is an error), then the built-in experiments and sweeps;
+- api/*.md: the plugin API, one mkdocstrings block per object of ``API_PAGES`` (the site renders each from
+  its docstrings at build time, so a docstring change needs no regeneration; a change of the list does).
 
 tests/project/test_docs_generated.py fails when a committed page differs from what this script writes.
 """
