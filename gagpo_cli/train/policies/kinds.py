@@ -23,13 +23,16 @@ import torch
 from gagpo_cli.train.policies.protocol import TrainablePolicy
 from gagpo_core import plugins
 
-# What a policy class may declare about its kind, and the value when it does not:
 POLICY_FACTS: dict[str, Any] = {
     "label": "",  # how messages name it ("featurised policy bow-mlp"); default: "policy <model.name>"
     "exportable": False,  # ``gagpo export`` can write it as a transformers model folder
     "model_source": False,  # ``model.name`` is a model to find (alias, folder, hub id) before loading
     "shardable": False,  # a transformers causal LM: ``model.parallel: fsdp`` can shard it (``sharding.py``)
 }
+"""What a policy class may declare about its kind (class attributes), and the value when it does not:
+``label`` (how messages name it), ``exportable`` (``gagpo export`` can write it as a transformers folder),
+``model_source`` (``model.name`` is a model to find before loading) and ``shardable`` (``model.parallel:
+fsdp`` can shard it)."""
 LANGUAGE_MODEL_TARGET = "gagpo_cli.train.policies.lm:Policy"  # every model.name no entry point declares
 
 
