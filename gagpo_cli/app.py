@@ -150,7 +150,8 @@ def train_command(
     wandb: Annotated[str | None, typer.Option(help="disabled | offline | online.")] = None,
     resume: Annotated[bool, typer.Option(help="Continue from the run's newest checkpoint.")] = False,
     action_mode: Annotated[str | None, typer.Option(
-        "--action-mode", help="generate (the model writes the action) | score (it ranks the admissible ones).")] = None,
+        "--action-mode", help="generate (the model writes the action) | score (it ranks the admissible ones) | "
+                              "another registered mode (gagpo list action-modes).")] = None,
     threads: Annotated[int | None, typer.Option(help="Torch CPU threads (default: the cores free to the process).")]
     = None,
     sets: Annotated[list[str] | None, typer.Option("--set", help="KEY=VALUE config override, repeatable.")] = None,
@@ -201,7 +202,8 @@ def ablate_command(
     iterations: Annotated[int | None, typer.Option(help="Training iterations.")] = None,
     output_dir: Annotated[str | None, typer.Option(help="Folder holding the sweep folder.")] = None,
     wandb: Annotated[str | None, typer.Option(help="disabled | offline | online.")] = None,
-    action_mode: Annotated[str | None, typer.Option("--action-mode", help="generate | score.")] = None,
+    action_mode: Annotated[str | None, typer.Option(
+        "--action-mode", help="generate | score | another registered mode (gagpo list action-modes).")] = None,
     sets: Annotated[list[str] | None, typer.Option(
         "--set", help="KEY=VALUE override of every cell, repeatable.")] = None,
     until_decided: Annotated[bool, typer.Option(
