@@ -202,8 +202,7 @@ def ablate_command(
     iterations: Annotated[int | None, typer.Option(help="Training iterations.")] = None,
     output_dir: Annotated[str | None, typer.Option(help="Folder holding the sweep folder.")] = None,
     wandb: Annotated[str | None, typer.Option(help="disabled | offline | online.")] = None,
-    action_mode: Annotated[str | None, typer.Option(
-        "--action-mode", help="generate | score | another registered mode (gagpo list action-modes).")] = None,
+    action_mode: Annotated[str | None, typer.Option("--action-mode", help="generate | score | a plugin's.")] = None,
     sets: Annotated[list[str] | None, typer.Option(
         "--set", help="KEY=VALUE override of every cell, repeatable.")] = None,
     until_decided: Annotated[bool, typer.Option(

@@ -3,5 +3,5 @@ python -m pytest                      # its unit test: the expert wins every tas
 gagpo list environments               # keypad, from the package gagpo-keypad
 gagpo eval --env keypad --policy expert --episodes 8
 gagpo train lab-keypad.yaml --iterations 3
-gagpo ablate lab-keypad.yaml --grid estimator=grpo,gagpo --iterations 3 --jobs 2 --name keypad
+gagpo ablate lab-keypad.yaml --grid estimator=grpo,gagpo --iterations 3 --name keypad
 gagpo report runs/keypad --table 1    # Table 1 with its column: Keypad Succ.

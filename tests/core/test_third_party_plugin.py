@@ -102,7 +102,7 @@ def test_ablate_trains_and_report_tabulates_them_like_builtins(plugin, tmp_path,
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(plugin), os.environ.get("PYTHONPATH")])))
     out = tmp_path / "runs"
     code, stdout, err = run_cli(["ablate", "--grid", "estimator=grpo,reward-minus-mean", "--env", "hallway",
-                                 "--model", "word-scorer", "--action-mode", "score-unlisted", "--jobs", "2",
+                                 "--model", "word-scorer", "--action-mode", "score-unlisted",
                                  "--output-dir", str(out), "--name", "plugins", *TINY_RUN])
     assert code == 0, stdout + err
     code, stdout, err = run_cli(["report", str(out / "plugins"), "--table", "1", "--out", str(tmp_path / "report")])
