@@ -222,7 +222,8 @@ def main() -> None:
             gap = max(abs(a - b) for a, b in zip(old[0]["values"], new[0]["values"], strict=True))
             print(json.dumps({"phase": phase, **{f"{k}_old_over_new": round(median(old, k) / median(new, k), 2)
                                                   for k in ("wall_s", "cpu_s", "peak_mb")},
-                              "peak_mb_old": round(median(old, "peak_mb")), "peak_mb_new": round(median(new, "peak_mb")),
+                              "peak_mb_old": round(median(old, "peak_mb")),
+                              "peak_mb_new": round(median(new, "peak_mb")),
                               "largest_value_difference": gap}))
 
 

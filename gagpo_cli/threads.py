@@ -24,7 +24,6 @@ from collections.abc import Mapping, MutableMapping
 
 from gagpo_cli.errors import UsageError
 
-
 WAIT_POLICY = "OMP_WAIT_POLICY"
 
 

@@ -84,8 +84,8 @@ def test_a_training_pass_holds_one_chunk_of_logits_at_most_and_equals_the_plain_
     vocab = policy.base_model.config.vocab_size
     monkeypatch.setattr(token_logprobs_module, "CHUNK_ELEMENTS", 8 * vocab)
     gen = torch.Generator().manual_seed(3)
-    rows = [(torch.randint(5, vocab, (n,), generator=gen).tolist(), torch.randint(5, vocab, (12,), generator=gen).tolist())
-            for n in (20, 9, 14, 30)]
+    rows = [(torch.randint(5, vocab, (n,), generator=gen).tolist(),
+             torch.randint(5, vocab, (12,), generator=gen).tolist()) for n in (20, 9, 14, 30)]
     batch = policy.collate(rows)
     params = policy.trainable_parameters()
 

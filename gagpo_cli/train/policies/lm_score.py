@@ -3,8 +3,9 @@
 The prompt of each step is encoded once and every admissible action continues from its cached keys
 and values, all candidates of all steps in one batch (packed one row per prompt, each candidate masked
 from the others). The tokens that all prompts of a batch start with (the chat template, the role, a
-shared task text: most of a Sokoban prompt) are encoded once for the batch and their cache repeated. A candidate is scored as the continuation ``{action}</action>``: the closing tag
-keeps "cabinet 1" from scoring as a prefix of "cabinet 10". Its score is the sum of the log-probs of
+shared task text: most of a Sokoban prompt) are encoded once for the batch and their cache repeated.
+A candidate is scored as the continuation ``{action}</action>``: the closing tag keeps "cabinet 1"
+from scoring as a prefix of "cabinet 10". Its score is the sum of the log-probs of
 all those tokens, divided (``token``, as TWOSOME, arXiv 2401.13942) by the number of tokens of the
 action text alone (encoded on its own, at least 1; the tag's tokens are not counted), by its number of
 words (``word``) or not at all (``none``).
