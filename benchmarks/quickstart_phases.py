@@ -21,7 +21,7 @@ and peak memory of each phase, each measured in a fresh process.
    resident memory before it. Evaluation scores must agree between revisions (printed).
 
     python benchmarks/quickstart_phases.py --rev ae033a1 [--experiment quickstart] [--eval-episodes 8]
-        [--rounds 2] [--threads 2] [--phases evaluation,update,generate-update]
+        [--rounds 2] [--threads 2] [--phases evaluation,update,generate-update] [--recorded FILE]
 
 Prints one JSON line per measurement, then per phase the medians and the ratios old / new. Linux
 only (``/proc``). Measured numbers are in ``benchmarks/README.md`` (quickstart).
@@ -169,6 +169,7 @@ def _status_kb(field: str) -> int:
 def export_revision(rev: str, folder: Path) -> Path:
     """The tree of ``rev`` unpacked into ``folder``."""
     archive = subprocess.run(["git", "archive", rev], cwd=ROOT, check=True, capture_output=True).stdout
+    folder.mkdir(parents=True, exist_ok=True)
     subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
     return folder
 
@@ -193,6 +194,8 @@ def main() -> None:
     parser.add_argument("--generate-rows", type=int, default=16)
     parser.add_argument("--prompt-tokens", type=int, default=400)
     parser.add_argument("--response-tokens", type=int, default=200)
+    parser.add_argument("--recorded", type=Path,
+                        help="keep the recording in this JSON file; when it exists, replay it instead of recording")
     parser.add_argument("--child", choices=PHASES, help=argparse.SUPPRESS)
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -201,9 +204,10 @@ def main() -> None:
         return
     phases = [p for p in args.phases.split(",") if p]
     with tempfile.TemporaryDirectory() as tmp:
-        data = Path(tmp) / "recorded.json"
-        record(args.experiment, args.eval_episodes, data)
         trees = {"old": export_revision(args.rev, Path(tmp) / "old"), "new": ROOT}
+        data = (args.recorded or Path(tmp) / "recorded.json").resolve()
+        if not data.is_file():
+            record(args.experiment, args.eval_episodes, data)
         results: dict[tuple[str, str], list[dict]] = {}
         for _ in range(args.rounds):
             for phase in phases:
