@@ -302,7 +302,8 @@ class Policy(GenerationMixin, ScoringMixin):
         return hidden[torch.arange(len(prompts), device=self.device), last].float()
 
     def train_mode(self) -> contextlib.AbstractContextManager[None]:
-        """Training mode (LoRA dropout active) for the duration of a gradient pass."""
+        """Training mode (LoRA dropout active) for the duration of a gradient pass, its backward included
+        (an activation-checkpointed layer is recomputed there and must see the mode of its forward)."""
         return training(self.model)
 
     # ------------------------------------------------------------------------------ weights
