@@ -168,6 +168,8 @@ class TrainConfig:
     eval_episodes: int = _key(128, "Episodes per evaluation, at most one per task of the evaluation split.")
     eval_max_steps: int | None = _key(None, "Step budget of an evaluation episode; null: the environment's.")
     save_every: int = _key(10, "Write a checkpoint every N iterations (and at the last).")
+    deterministic: bool = _key(False, "Deterministic CUDA kernels (slower): a resumed GPU run then equals the "
+                               "uninterrupted one, as a CPU run always does.")
     threads: int | None = _key(None, "Torch CPU threads; null: OMP_NUM_THREADS, else the cores free to this "
                                "process.")
 

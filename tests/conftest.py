@@ -88,8 +88,7 @@ HEAVY_MODULES = frozenset({  # two gloo processes training, or sweeps running tw
     "test_distributed", "test_distributed_agreement", "test_distributed_stop", "test_fsdp_training",
     "test_sharding", "test_sweep_e2e",
 })
-HEAVY_TESTS = {"test_sweep_settings": {"test_the_jobs_split_caps_a_cells_train_threads"},  # --jobs 2
-               "test_gpu_check": {"test_cpu_mode_passes_every_check_it_can_run"}}  # 2 gloo processes
+HEAVY_TESTS = {"test_sweep_settings": {"test_the_jobs_split_caps_a_cells_train_threads"}}  # --jobs 2
 HEAVY_GROUP = "heavy"
 
 

@@ -93,6 +93,19 @@ class ModelShape:
         per_layer = sum(rank * sum(self.projection(t)) for t in targets)
         return per_layer * (self.layers if layers is None else min(layers, self.layers))
 
+    def transformers_config(self, layers: int | None = None):
+        """A transformers config of this shape (Qwen2 with attention biases, else Llama; ``layers``
+        decoder layers, default the shape's), for building the model with random weights."""
+        from transformers import LlamaConfig, Qwen2Config
+
+        config_cls = Qwen2Config if self.attention_bias else LlamaConfig
+        return config_cls(hidden_size=self.hidden, num_hidden_layers=layers or self.layers,
+                          intermediate_size=self.intermediate, num_attention_heads=self.heads,
+                          num_key_value_heads=self.kv_heads, vocab_size=self.vocab,
+                          tie_word_embeddings=self.tied_embeddings, max_position_embeddings=32768,
+                          rms_norm_eps=1e-6, bos_token_id=None, eos_token_id=self.vocab - 1,
+                          pad_token_id=self.vocab - 3)
+
 
 SHAPES: dict[str, ModelShape] = {
     "Qwen/Qwen2.5-1.5B-Instruct": ModelShape(1536, 28, 8960, 12, 2, 151936, True, True),

@@ -63,6 +63,7 @@ from gagpo_cli.train.checkpoint import (
 )
 from gagpo_cli.train.collector import loop_collector
 from gagpo_cli.train.config_checks import check_settings
+from gagpo_cli.train.determinism import apply_determinism
 from gagpo_cli.train.evaluation import evaluate_baseline, evaluate_policy, write_eval_record, write_final_eval
 from gagpo_cli.train.forecast import RunProgress, announce_estimate
 from gagpo_cli.train.memory_plan import check_before_training
@@ -92,6 +93,7 @@ def train(cfg: ExperimentConfig, *, resume: bool = False, policy: Any = None, en
     if policy is not None:
         mode.check_policy(policy, cfg.model.name)
     apply_threads(cfg.train.threads)  # before any model is built (oversubscription ruins CPU runs)
+    apply_determinism(cfg.train.deterministic)  # before any CUDA work (cuBLAS reads its setting once)
     if env_pool is None:
         cfg.env.options = mode.env_options(cfg.env.name, cfg.env.options)
     mode.check_engine(cfg.rollout.engine)  # e.g. vllm asked for but not installed: before any loading
