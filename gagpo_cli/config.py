@@ -69,7 +69,8 @@ class ModelConfig:
                                    "pass stops there); null: every layer.")
     lora_scope: str = _key("all", "Score mode: `all` (the adapter reads prompt and action) | `action` (the frozen "
                            "base reads the prompt, the adapter acts on the scored action tokens only).")
-    dtype: str = _key("auto", "`auto` (bf16 autocast where the hardware supports it) | `float32` | `bfloat16`.")
+    dtype: str = _key("auto", "`auto` (bf16 autocast where the hardware supports it) | `float32` | `bfloat16` "
+                      "(bf16 autocast anywhere; trained weights stay float32).")
     device: str = _key("auto", "`auto` | `cpu` | `cuda` | `cuda:N`.")
     parallel: str = _key("ddp", "Under torchrun: `ddp` (each process holds the whole model) | `fsdp` (parameters, "
                          "gradients and AdamW state sharded with FSDP2; generate mode, hf engine).")

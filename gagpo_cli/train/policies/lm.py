@@ -3,9 +3,12 @@ the training forward (response-token log-probs) and the weights. It acts in both
 (``lm_generate.GenerationMixin``) and score (``lm_score.ScoringMixin``); docs/algorithms.md#gagpo.
 
 Precision (``dtype: auto``), on a GPU or a CPU with native bf16 (AVX512-BF16 / AMX): a LoRA base is
-stored in bf16 (adapters float32), a fully trained model in float32, and bf16 autocast runs the
-matmuls; elsewhere everything is float32. The output projection that produces training log-probs
-always runs in float32 outside autocast, so ratios and KL are not bf16-rounded.
+stored in bf16 (adapters float32), a fully trained model in float32 with its frozen reference copy in
+bf16 (it is only ever computed under autocast; a bf16 checkpoint such as Qwen2.5's holds it exactly),
+and bf16 autocast runs the matmuls; elsewhere everything is float32. ``dtype: bfloat16`` asks for
+bf16 on any device, but trained weights are never stored in bf16 (``resolve_precision``). The output
+projection that produces training log-probs always runs in float32 outside autocast, so ratios and
+KL are not bf16-rounded.
 
 Under ``model.parallel: fsdp`` (``shard``) the model and its reference copy are sharded over the torchrun
 processes (``train/sharding.py``): the spans that call the decoder and read the output projection
@@ -78,11 +81,14 @@ def cpu_supports_bf16() -> bool:
 
 
 def resolve_precision(dtype: str, device: torch.device, lora: bool) -> tuple[torch.dtype, torch.dtype | None]:
-    """(weight dtype, autocast dtype or None) for the ``model.dtype`` setting."""
+    """(weight dtype, autocast dtype or None) for the ``model.dtype`` setting. Trained weights are never
+    stored in bf16: ``bfloat16`` with full fine-tuning keeps float32 master weights and computes under
+    bf16 autocast (an AdamW step of lr 1e-6 is below bf16's resolution of most weights: bf16 weights
+    updated in place would barely move); with LoRA the frozen base is bf16, the adapters float32."""
     if dtype == "float32":
         return torch.float32, None
     if dtype == "bfloat16":
-        return torch.bfloat16, None
+        return (torch.bfloat16, None) if lora else (torch.float32, torch.bfloat16)
     if dtype != "auto":
         raise ValueError(f"model.dtype '{dtype}' is not one of auto, float32, bfloat16")
     if device.type == "cuda" or cpu_supports_bf16():
@@ -171,6 +177,8 @@ class Policy(GenerationMixin, ScoringMixin):
                                      f"{str(exc).splitlines()[0]}") from None
             else:
                 reference = copy.deepcopy(model).eval()
+                if autocast_dtype == torch.bfloat16:  # it computes under bf16 autocast: half the memory
+                    reference.to(torch.bfloat16)
                 for p in reference.parameters():
                     p.requires_grad_(False)
         model.eval()  # dropout only when a LoRA dropout is set and we train (see train_mode)
