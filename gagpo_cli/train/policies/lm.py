@@ -267,11 +267,13 @@ class Policy(GenerationMixin, ScoringMixin):
                           response_mask=response_mask.to(self.device), prompt_last=(prompt_lens - 1).to(self.device))
 
     def forward(self, batch: MicroBatch, *, reference: bool = False, with_entropy: bool = False,
-                with_prompt_hidden: bool = False, temperature: float = 1.0) -> ForwardOutput:
+                with_prompt_hidden: bool = False, temperature: float = 1.0,
+                entropy_grad: bool = True) -> ForwardOutput:
         """Log-probs of the response tokens (and optionally their entropy and the prompt's last hidden
         state) under the policy or, with ``reference=True``, the reference policy, at ``temperature``:
         softmax(logits / T), the distribution the rollout sampled from (as verl's actor divides its
-        logits by the rollout temperature). Gradients flow unless the caller disables them."""
+        logits by the rollout temperature). Gradients flow unless the caller disables them;
+        ``entropy_grad=False``: the entropy is a value only (no (B, R, vocab) graph kept for it)."""
         if temperature <= 0:
             raise ValueError(f"log-probs need a temperature > 0, got {temperature}")
         def hidden_and_logits(model: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
@@ -290,7 +292,8 @@ class Policy(GenerationMixin, ScoringMixin):
         logprobs = log_dist.gather(-1, batch.targets[..., None]).squeeze(-1) * batch.response_mask
         entropy = None
         if with_entropy:
-            entropy = -(log_dist.exp() * log_dist).sum(-1) * batch.response_mask
+            with torch.set_grad_enabled(torch.is_grad_enabled() and entropy_grad):
+                entropy = -(log_dist.exp() * log_dist).sum(-1) * batch.response_mask
         prompt_hidden = None
         if with_prompt_hidden:
             rows = torch.arange(hidden.shape[0], device=hidden.device)
