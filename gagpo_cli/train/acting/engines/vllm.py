@@ -155,12 +155,17 @@ class VLLMEngine:
         if gpu:
             kwargs.update(gpu_memory_utilization=GPU_MEMORY_SHARE)
         kwargs.update(options)
+        from gagpo_cli.train.checkpoint import capture_rng, restore_rng
+
+        trainer_rng = capture_rng()  # vLLM seeds the global generators with its seed; the run's stay as they are
         try:
             with _modules_vllm_cannot_scan():
                 self.llm = LLM(**kwargs)
         except Exception as exc:
             raise UsageError(f"rollout engine 'vllm' could not start on {model_dir}: {_first_line(exc)} "
                              "(rollout.engine=hf works without vLLM)") from exc
+        finally:
+            restore_rng(trainer_rng)
         self._sync_root = Path(tempfile.mkdtemp(prefix="gagpo-vllm-sync-"))
         self._version = 0
         self._lora_request: Any = None
