@@ -72,3 +72,18 @@ def test_a_new_engine_is_one_row(monkeypatch):
     assert choose_engine("auto", "tiny-random") == ("hf", "auto: echo is not installed")
     monkeypatch.setattr(EchoEngine, "missing", None)
     assert choose_engine("auto", "tiny-random") == ("echo", "auto: Echo is installed")
+
+
+def test_an_engine_of_one_process_is_refused_under_torchrun_and_auto_passes_it_by(monkeypatch):
+    assert ENGINES["vllm"].one_process and not ENGINES["hf"].one_process
+    monkeypatch.setitem(ENGINES, "echo", EchoEngine)
+    monkeypatch.setattr(EchoEngine, "one_process", True, raising=False)
+    monkeypatch.setattr("gagpo_cli.train.acting.engines.AUTO_PREFERENCE", ("echo", "hf"))
+    assert choose_engine("auto", "tiny-random") == ("echo", "auto: Echo is installed")  # one process
+    monkeypatch.setenv("WORLD_SIZE", "2")  # torchrun with two processes
+    for name in ("echo", "vllm"):
+        with pytest.raises(UsageError, match=f"rollout.engine={name}: .* one training process only, and torchrun "
+                                             "started 2 .*; use rollout.engine=hf"):
+            check_engine(name)
+    name, reason = choose_engine("auto", "tiny-random")
+    assert name == "hf" and "one training process only" in reason

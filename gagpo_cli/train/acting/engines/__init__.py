@@ -14,16 +14,18 @@ the ``Policy``, so records are the same whichever engine generated.
 Engines (``rollout.engine``), the rows of ``ENGINES``:
 - ``hf``: the policy's own batched transformers generation (``engines/hf.py``, ``Policy.generate``);
 - ``vllm``: vLLM's offline ``LLM`` engine in the trainer's process (``engines/vllm.py``), needs vLLM;
+  one training process only (refused under torchrun);
 - ``auto``: the first of ``AUTO_PREFERENCE`` usable for this model (``vllm`` where vLLM is installed and
   the model is a folder, else ``hf``); says which and why.
 
 Adding an engine is one file and one row: a module in this folder with a class that has the surface
-``base.RolloutEngine`` names (``label``, ``needs_folder``, ``setup``, ``problem()``, ``open(...)`` and the
-acting methods), and its row in ``ENGINES``.
+``base.RolloutEngine`` names (``label``, ``needs_folder``, ``setup``, ``one_process``, ``problem()``,
+``open(...)`` and the acting methods), and its row in ``ENGINES``.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -54,15 +56,31 @@ def model_folder(name: str) -> Path | None:
     return path if (path / "config.json").is_file() else None
 
 
+def _torchrun_processes() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def _one_process_only(engine: type[RolloutEngine]) -> str | None:
+    """Why ``engine`` cannot act in this torchrun job, or None (see ``RolloutEngine.one_process``)."""
+    processes = _torchrun_processes()
+    if getattr(engine, "one_process", False) and processes > 1:
+        return (f"{engine.label} acts in one training process only, and torchrun started {processes} "
+                "(each would start its engine on the first GPU)")
+    return None
+
+
 def check_engine(requested: str) -> None:
-    """Early check of ``rollout.engine`` (before any model is loaded): an unknown name, or an engine
-    that cannot run here (``vllm`` without a usable vLLM), is a ``UsageError``; the latter carries the
-    setup line to run."""
+    """Early check of ``rollout.engine`` (before any model is loaded): an unknown name, an engine that
+    acts in one process under torchrun, or an engine that cannot run here (``vllm`` without a usable
+    vLLM) is a ``UsageError``; the last carries the setup line to run."""
     if requested != "auto" and requested not in ENGINES:
         raise UsageError(f"rollout.engine must be one of {', '.join(['auto', *ENGINES])}, got '{requested}'")
     if requested == "auto":
         return
     engine = ENGINES[requested]
+    several = _one_process_only(engine)
+    if several is not None:
+        raise UsageError(f"rollout.engine={requested}: {several}; use rollout.engine=hf")
     problem = engine.problem()
     if problem is not None:
         raise UsageError(f"rollout.engine={requested}: {problem}; set it up with `{engine.setup}` "
@@ -72,7 +90,7 @@ def check_engine(requested: str) -> None:
 def _unusable(name: str, model_name: str) -> str | None:
     """Why engine ``name`` cannot act for model ``model_name`` here, or None when it can."""
     engine = ENGINES[name]
-    problem = engine.problem()
+    problem = _one_process_only(engine) or engine.problem()
     if problem is None and engine.needs_folder and model_folder(model_name) is None:
         problem = f"model '{model_name}' is not a folder {engine.label} can load"
     return problem

@@ -16,13 +16,16 @@ class EngineError(RuntimeError):
 class RolloutEngine(Protocol):
     """What generates actions in generate mode (see ``engines/__init__.py``). The class declares how to
     build it: ``label`` (its name in messages), ``needs_folder`` (it loads the model from its folder,
-    not from the policy's memory), ``setup`` (the command that installs what it needs), ``problem()``
-    (why it cannot run in this environment, None when it can) and ``open(policy, folder, options)``."""
+    not from the policy's memory), ``setup`` (the command that installs what it needs), ``one_process``
+    (it acts in a single training process only: refused under torchrun, where ``auto`` passes it by),
+    ``problem()`` (why it cannot run in this environment, None when it can) and
+    ``open(policy, folder, options)``."""
 
     name: ClassVar[str]
     label: ClassVar[str]
     needs_folder: ClassVar[bool]
     setup: ClassVar[str]
+    one_process: ClassVar[bool]
 
     @staticmethod
     def problem() -> str | None: ...

@@ -19,6 +19,7 @@ class HFEngine:
     label: ClassVar[str] = "transformers"
     needs_folder: ClassVar[bool] = False  # generates with the policy's own model in memory
     setup: ClassVar[str] = ""
+    one_process: ClassVar[bool] = False  # every torchrun process generates with its own policy
 
     def __init__(self, policy: Any) -> None:
         self.policy = policy

@@ -116,6 +116,9 @@ class VLLMEngine:
     label: ClassVar[str] = "vLLM"
     needs_folder: ClassVar[bool] = True  # vLLM loads the base weights from the model's folder
     setup: ClassVar[str] = VLLM_SETUP
+    # Under torchrun every process would start its own in-process engine on the first GPU (no device
+    # index, no external launcher); until that path is proven, one training process only.
+    one_process: ClassVar[bool] = True
 
     @staticmethod
     def problem() -> str | None:
