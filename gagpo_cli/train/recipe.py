@@ -150,7 +150,7 @@ def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, estimator: Any, p
     start = _restore(run_dir, policy, updater) if resume else 0
     engine = mode.open_engine(policy, cfg)  # generate: a rollout engine; score: the policy itself ranks
     progress.phase("measuring this machine's speed")
-    estimate = announce_estimate(cfg, engine, pool, start=start, device=getattr(policy, "device", "cpu"))
+    estimate = announce_estimate(cfg, engine, pool, start=start, device=getattr(policy, "device", "cpu"), ctx=ctx)
     records = RunRecords(run_dir, wandb_mode=cfg.logging.wandb, project=cfg.logging.wandb_project,
                          run_name=run_dir.name, config=cfg.to_dict())
     evaluation: dict[str, Any] | None = None
