@@ -17,7 +17,7 @@ part); the JSON report is rewritten after every part, so a kill still leaves wha
   gradient), then LoRA dropout with activation checkpointing: it runs and lowers the peak;
 - C ``generate``: hf generation for 128 prompts of 1k tokens, 64 new tokens: tokens per second, the
   share of the time spent sampling, the memory it adds (KV cache and prefill), the log-prob gap
-  between what generation reported and ``Policy.forward`` (< 0.05);
+  between what generation reported and ``Policy.forward`` (mean |gap| < 0.05, mean gap within 0.01);
 - D ``checkpoint``: LoRA with ``train.deterministic``: save, update; load into a fresh policy, the same
   update: the weights must be equal;
 - E ``fsdp``: FSDP2 over one rank (NCCL on a GPU, gloo on the CPU), a Qwen2.5-1.5B-wide model of four
@@ -246,20 +246,34 @@ def _plan(shape_name: str, **settings: Any):
     return plan(_shape(shape_name), PlanSettings(**settings))
 
 
-def _logprob_gap(policy, generations, chunk: int = 16) -> float:
-    """Max |log-prob generation reported - Policy.forward's| over every sampled token."""
+def _logprob_gaps(policy, generations, chunk: int = 16) -> dict[str, float]:
+    """The log-prob generation reported minus ``Policy.forward``'s, over every sampled token: the mean
+    (``bias``), and of its absolute value the mean, 99th percentile and maximum. Under bf16 the
+    KV-cached decode and the training forward run other kernels, so single tokens differ by bf16 noise,
+    most on a random model whose flat distribution passes a logit's error whole into the log-prob (the
+    trainer recomputes every log-prob it trains with); a systematic difference (temperature, position,
+    stale weights) moves the bias and the mean."""
     import torch
 
     rows = [g for g in generations if g.response_ids]
-    gap = 0.0
+    gaps = []
     for start in range(0, len(rows), chunk):
         part = rows[start:start + chunk]
         with torch.no_grad():
             out = policy.forward(policy.collate([(g.prompt_ids, g.response_ids) for g in part]))
         for i, g in enumerate(part):
             reported = torch.tensor(g.logprobs, dtype=torch.float64)
-            gap = max(gap, float((out.logprobs[i, :len(reported)].double().cpu() - reported).abs().max()))
-    return gap
+            gaps.append(reported - out.logprobs[i, :len(reported)].double().cpu())
+    signed = torch.cat(gaps)
+    every = signed.abs()
+    return {"bias": float(signed.mean()), "mean": float(every.mean()), "p99": float(torch.quantile(every, 0.99)),
+            "max": float(every.max())}
+
+
+def _gap_checks(p: Probe, prefix: str, gaps: dict[str, float]) -> None:
+    p.figure(**{f"{prefix}logprob_gap_{k}": v for k, v in gaps.items()})
+    p.check(f"{prefix}logprob_gap_mean_below_0.05", gaps["mean"] < 0.05)
+    p.check(f"{prefix}logprob_gap_unbiased", abs(gaps["bias"]) < 0.01)
 
 
 def _update(p: Probe, policy, samples, name: str, updater=None, own=None) -> dict[str, float]:
@@ -415,9 +429,7 @@ def part_generate(p: Probe) -> None:
     seconds = p.result["figures"]["generate_s"]
     p.figure(generated_tokens=tokens, tokens_per_s=tokens / seconds, sampling_share=sampling[0] / seconds,
              added_peak_gib=(p.peak() - before) / 2**30)
-    gap = _logprob_gap(policy, generations)
-    p.figure(logprob_gap_max=gap)
-    p.check("logprob_gap_below_0.05", gap < 0.05)
+    _gap_checks(p, "", _logprob_gaps(policy, generations))
     p.check("every_row_generated", all(g.response_ids for g in generations))
 
 
@@ -530,9 +542,7 @@ def part_fsdp(p: Probe) -> None:
         tokens = sum(len(g.response_ids) for g in generations)
         p.figure(sharded_generate_s_per_step=p.result["figures"]["sharded_generate_s"] / new,
                  sharded_generated_tokens=tokens)
-        gap = _logprob_gap(policy, generations)
-        p.figure(sharded_logprob_gap_max=gap)
-        p.check("sharded_logprob_gap_below_0.05", gap < 0.05)
+        _gap_checks(p, "sharded_", _logprob_gaps(policy, generations))
     finally:
         dist.destroy_process_group()
 

@@ -16,9 +16,9 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 FIGURES = {"A": ("full_update_s", "moved_fraction", "measured_per_token_layer_bytes", "plan_total_gib"),
            "B": ("lora_b_max_abs", "lora_dropout_checkpointing_update_s"),
-           "C": ("tokens_per_s", "sampling_share", "logprob_gap_max"),
+           "C": ("tokens_per_s", "sampling_share", "logprob_gap_mean", "logprob_gap_p99", "logprob_gap_max"),
            "D": ("max_weight_difference", "checkpoint_mib"),
-           "E": ("relative_gap", "sharded_generate_s_per_step"),
+           "E": ("relative_gap", "sharded_generate_s_per_step", "sharded_logprob_gap_p99"),
            "F": ("full_ft_refusal", "lora_7b_update_s")}
 
 

@@ -2,7 +2,7 @@
 the one-process update (LoRA and full fine-tuning with its sharded reference copy, one and two
 mini-batches, a rank without rows included), agree on every count that decides how many collectives
 run (the calibration's probe size, an evaluation's turns) even when one rank's timer or sampling
-differs, generate in lock-step what one process generates, save /
+differs, generate in lock-step what one process generates (gathering the weights once), save /
 resume sharded checkpoints that continue exactly as the uninterrupted run, and ``gagpo train`` under
 torchrun's variables resumes a sharded run to the metrics of the uninterrupted one."""
 
@@ -173,7 +173,30 @@ def _lock_step_decisions(ctx: Dist) -> dict:
                              f"train.seed={ctx.rank}"])  # each rank samples other answers
     with EnvPool.from_environment(ParityEnvironment()) as pool:
         evaluation = evaluate_policy(cfg, policy, pool, "test", ctx)
-    return {"rows": cost.rows, "lengths": [e["length"] for e in evaluation["per_episode"]]}
+    return {"rows": cost.rows, "lengths": [e["length"] for e in evaluation["per_episode"]],
+            "gathers": _gathers_in_generate(policy, ctx)}
+
+
+def _gathers_in_generate(policy, ctx: Dist) -> tuple[int, int]:
+    """(FSDP units, unit gathers made by one sampled ``generate`` of 9 tokens on rows that stop at
+    different steps): FSDP2's parameter-group unshards that gathered."""
+    from torch.distributed.fsdp import FSDPModule
+    from torch.distributed.fsdp._fully_shard._fsdp_param_group import FSDPParamGroup
+
+    original, count = FSDPParamGroup.unshard, [0]
+
+    def counting(self, *args, **kwargs):
+        count[0] += not (self.is_unsharded or self._all_gather_result is not None)
+        return original(self, *args, **kwargs)
+
+    FSDPParamGroup.unshard = counting
+    try:
+        policy.generate(PROMPTS[: 1 + ctx.rank], temperature=1.0, max_new_tokens=9,
+                        generator=torch.Generator().manual_seed(ctx.rank))
+    finally:
+        FSDPParamGroup.unshard = original
+    units = sum(isinstance(m, FSDPModule) for m in sharding.causal_lm(policy.model).modules())
+    return units, count[0]
 
 
 def _worker(rank: int, port: int, out: str) -> None:
@@ -235,6 +258,8 @@ def test_counts_that_decide_collectives_are_agreed_by_the_ranks(two_ranks):
     assert rank0["rows"] == rank1["rows"] == 2  # rank 1's slow prompt pass stopped the doubling for both
     assert rank0["lengths"] == rank1["lengths"]  # every rank took rank 0's actions at every turn
     assert len(set(rank0["lengths"])) > 1  # sampling did decide the episodes' lengths
+    for units, gathers in (rank0["gathers"], rank1["gathers"]):  # one generate: each unit gathered once
+        assert units == 3 and gathers == units  # two decoder layers and the root unit
 
 
 def test_generation_runs_in_lock_step_and_equals_one_process(two_ranks):

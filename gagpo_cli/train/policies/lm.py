@@ -124,7 +124,6 @@ class Policy(GenerationMixin, ScoringMixin):
         self.autocast_dtype = autocast_dtype
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.eos_ids = self._eos_ids()
-        self.cache_arg, self.keep_arg = forward_kwarg_names(self.base_model)
         self.decoder_cache_arg = forward_kwarg_names(self.base_model.get_decoder())[0]
         self.final_logits = final_logits_map(self.base_model, cfg.name)  # e.g. Gemma-2's soft-capping
         self.shard_ctx = Dist()  # the processes the model is sharded over (``shard``); one: not sharded
