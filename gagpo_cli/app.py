@@ -297,11 +297,13 @@ def plan_command(
     = None,
     parallel: Annotated[str | None, typer.Option(help="ddp | fsdp (model.parallel).")] = None,
     sets: Annotated[list[str] | None, typer.Option("--set", help="KEY=VALUE config override, repeatable.")] = None,
+    prompt_tokens: Annotated[int, typer.Option(help="A rollout prompt's tokens (the rollout's KV cache and "
+                                                    "prompt pass).")] = 1024,
 ) -> None:
     """Print the memory per GPU of an experiment for each GPU count, whether it fits, and what would."""
     from gagpo_cli.plan import plan_command as run_plan
 
-    run_plan(experiment, model, lora, gpus, gpu_gib, parallel, sets or [])
+    run_plan(experiment, model, lora, gpus, gpu_gib, parallel, sets or [], prompt_tokens)
 
 
 def _click_exception_types() -> tuple[type[BaseException], ...]:
