@@ -175,6 +175,65 @@ def from_main(obj: T, ctx: Dist) -> T:
     return box[0]
 
 
+@dataclass(frozen=True)
+class _TensorSlot:
+    """A tensor's place in a state sent by ``state_from_main``."""
+
+    index: int
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+
+def state_from_main(state: Any, ctx: Dist) -> Any:
+    """Rank 0's ``state`` (nested dicts, lists and tuples of tensors and picklable values, e.g. an
+    optimizer's ``state_dict``) on every rank, its tensors on the CPU: the structure goes by
+    ``from_main``, each tensor by its own broadcast on the collective device (never one pickle of
+    gigabytes). Every rank calls it; the other ranks' ``state`` is not read."""
+    if not ctx.enabled:
+        return state
+    tensors: list[torch.Tensor] = []
+
+    def strip(x: Any) -> Any:
+        if isinstance(x, torch.Tensor):
+            tensors.append(x)
+            return _TensorSlot(len(tensors) - 1, tuple(x.shape), x.dtype)
+        if isinstance(x, dict):
+            return {k: strip(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return type(x)(strip(v) for v in x)
+        return x
+
+    skeleton = from_main(strip(state) if ctx.is_main else None, ctx)
+    device = collective_device()
+
+    def fill(x: Any) -> Any:
+        if isinstance(x, _TensorSlot):
+            t = (tensors[x.index].detach().to(device).contiguous() if ctx.is_main
+                 else torch.empty(x.shape, dtype=x.dtype, device=device))
+            dist.broadcast(t, src=0)
+            return t.cpu()
+        if isinstance(x, dict):
+            return {k: fill(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return type(x)(fill(v) for v in x)
+        return x
+
+    return fill(skeleton)
+
+
+def tensors_from_main(tensors: Sequence[torch.Tensor], ctx: Dist) -> None:
+    """Rank 0's values of ``tensors`` (the same shapes on every rank, e.g. the trained parameters)
+    copied in place into every rank's, one broadcast each."""
+    if not ctx.enabled:
+        return
+    device = collective_device()
+    with torch.no_grad():
+        for t in tensors:
+            buffer = t.detach().to(device).contiguous()
+            dist.broadcast(buffer, src=0)
+            t.copy_(buffer.to(t.device))
+
+
 def agree_same(value: Any, what: str, ctx: Dist) -> Any:
     """``value``, when every rank holds the same one; else a ``UsageError`` listing each rank's."""
     values = gather(value, ctx)
