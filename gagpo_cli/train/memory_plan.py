@@ -29,11 +29,11 @@ What is counted, per GPU (``plan``), for a GPU run (bf16 autocast):
   cache of prompt and response, the prompt pass's largest intermediates, the float32 output
   projection and the step's logits; under ``fsdp`` the whole model gathered (once per ``generate``);
 - **vllm**: with ``rollout.engine: vllm``, the engine's ``gpu_memory_utilization`` share of the GPU
-  (weights and KV cache), held through the rollout and the update.
+  (weights and KV cache), during the rollout; through the update too when its sleep mode is off.
 
 The plan's total is the larger of the update's peak (weights, gradients, optimizer, reference, casts,
-activations, logits, vllm) and the rollout's peak (weights, optimizer, reference, rollout, vllm: the
-gradients are freed after each step). Weights, gradients, optimizer and reference are exact counts of
+activations, logits; vllm when it stays awake) and the rollout's peak (weights, optimizer, reference,
+rollout, vllm: the gradients are freed after each step). Weights, gradients, optimizer and reference are exact counts of
 the model's shape; the rest are estimates (activations as measured, the rollout from the prompt
 length: ``gagpo plan --prompt-tokens``). ``check`` refuses only when what no micro-batch size changes
 (the exact part, the weight casts, the vLLM share and the CUDA context, ~0.5 GiB) exceeds the GPU, so
@@ -166,6 +166,7 @@ class PlanSettings:
     response_tokens: int = 512  # rollout.max_new_tokens
     engine: str = "hf"  # rollout.engine: vllm keeps its share of the GPU (engine_share)
     engine_share: float = 0.3  # vLLM's gpu_memory_utilization
+    engine_sleeps: bool = True  # vLLM's sleep mode frees its share during the update (engines/vllm.py)
 
 
 @dataclass(frozen=True)
@@ -180,7 +181,8 @@ class MemoryPlan:
     logits: float
     casts: float  # bf16 copies autocast makes of float32 weights, kept for backward; LoRA: the float32 head
     rollout: float  # hf generation: KV cache and the prompt pass (fsdp: the gathered weights too)
-    engine: float  # a colocated vLLM's share of the GPU, held through rollout and update
+    engine: float  # a colocated vLLM's share of the GPU during the rollout
+    engine_in_update: float  # what of it stays through the update (0 when it sleeps)
 
     @property
     def exact(self) -> float:
@@ -189,8 +191,9 @@ class MemoryPlan:
 
     @property
     def update_peak(self) -> float:
-        """During the update: every state, one micro-batch's activations and logits, the weight casts."""
-        return self.exact + self.casts + self.activations + self.logits + self.engine
+        """During the update: every state, one micro-batch's activations and logits, the weight casts
+        (and a vLLM engine's share unless it sleeps)."""
+        return self.exact + self.casts + self.activations + self.logits + self.engine_in_update
 
     @property
     def rollout_peak(self) -> float:
@@ -267,7 +270,8 @@ def plan(shape: ModelShape, s: PlanSettings, gpu_bytes: float | None = None) -> 
     return MemoryPlan(weights=weights * share + gathered, gradients=4.0 * trained * share,
                       optimizer=0.0 if offloaded else 8.0 * trained * share,
                       reference=reference * share, activations=float(per_token * s.token_budget),
-                      logits=logits, casts=casts, rollout=0.0 if s.engine == "vllm" else rollout, engine=engine)
+                      logits=logits, casts=casts, rollout=0.0 if s.engine == "vllm" else rollout, engine=engine,
+                      engine_in_update=0.0 if s.engine_sleeps else engine)
 
 
 def _rollout_bytes(shape: ModelShape, s: PlanSettings, head: float) -> float:
@@ -331,13 +335,14 @@ def settings_of(cfg: ExperimentConfig, processes: int, prompt_tokens: int = DEFA
     ``prompt_tokens`` long."""
     m, r = cfg.model, cfg.rollout
     share = float(r.engine_options.get("gpu_memory_utilization", GPU_MEMORY_SHARE))
+    sleeps = bool(r.engine_options.get("enable_sleep_mode", True))
     return PlanSettings(processes=processes, parallel=m.parallel, lora=m.lora, lora_rank=m.lora_rank,
                         lora_targets=tuple(m.lora_targets), lora_layers=m.lora_layers,
                         token_budget=cfg.optim.token_budget,
                         activation_checkpointing=m.activation_checkpointing, offload_optimizer=m.offload_optimizer,
                         entropy_grad=cfg.optim.entropy_coef > 0, rollout_rows=r.tasks_per_batch * r.group_size,
                         prompt_tokens=prompt_tokens, response_tokens=r.max_new_tokens, engine=r.engine,
-                        engine_share=share)
+                        engine_share=share, engine_sleeps=sleeps)
 
 
 def check_before_training(cfg: ExperimentConfig, processes: int, device: torch.device,

@@ -219,6 +219,9 @@ def _iteration(cfg: ExperimentConfig, iteration: int, policy: Any, pool: Any, es
         lock_step=cfg.model.parallel == "fsdp",  # a sharded model's every forward is a collective
     )
     rollout, own = distributed.gather_rollout(rollout, offset, ctx)  # the estimator sees the whole batch
+    release = getattr(policy, "release", None)  # an engine frees what generation holds (vLLM sleeps)
+    if release is not None:
+        release()
     rollout_s = time.perf_counter() - began
 
     began = time.perf_counter()

@@ -41,6 +41,9 @@ class EchoEngine:
     def sync(self) -> None:
         """Nothing to sync."""
 
+    def release(self) -> None:
+        """Nothing to free."""
+
     def close(self) -> None:
         """Nothing to release."""
 
@@ -49,7 +52,7 @@ def test_every_row_declares_how_it_is_built_and_checked():
     for name, engine in ENGINES.items():
         assert engine.name == name and engine.label and isinstance(engine.needs_folder, bool)
         assert isinstance(engine.setup, str) and callable(engine.problem) and callable(engine.open)
-        for method in ("chat_prompt", "generate", "sync", "close"):
+        for method in ("chat_prompt", "generate", "sync", "release", "close"):
             assert callable(getattr(engine, method, None)), (name, method)
     assert set(AUTO_PREFERENCE) <= set(ENGINES)
     last = ENGINES[AUTO_PREFERENCE[-1]]  # auto's last resort acts for any model here

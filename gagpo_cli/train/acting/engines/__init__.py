@@ -8,8 +8,9 @@ An engine is the acting side of a ``Policy``. It offers exactly what ``rollout.d
   ``max_new_tokens`` (``truncated``);
 
 plus ``sync()``, called after every policy update (and after a resume) so that the next generation
-uses the new weights, and ``close()``. Training (log-probs, gradients, checkpoints) always stays with
-the ``Policy``, so records are the same whichever engine generated.
+uses the new weights, ``release()``, called between a rollout and the update (an engine frees the GPU
+memory generation holds until the next ``sync``), and ``close()``. Training (log-probs, gradients,
+checkpoints) always stays with the ``Policy``, so records are the same whichever engine generated.
 
 Engines (``rollout.engine``), the rows of ``ENGINES``:
 - ``hf``: the policy's own batched transformers generation (``engines/hf.py``, ``Policy.generate``);

@@ -54,5 +54,8 @@ class HFEngine:
     def sync(self) -> None:
         """Nothing to do: the engine generates with the trained weights themselves."""
 
+    def release(self) -> None:
+        """Nothing to free: generation's KV cache lives only inside ``generate``."""
+
     def close(self) -> None:
         """Nothing to release."""
