@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_update_memory import saved_bytes
+from support import saved_bytes
 
 from gagpo_cli.train.memory_plan import SHAPES, PlanSettings, activation_bytes
 

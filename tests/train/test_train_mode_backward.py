@@ -5,9 +5,10 @@ equals the same update without checkpointing."""
 from __future__ import annotations
 
 import torch
-from test_update import SEQUENCE, _samples
+from support import random_generate_batch
 from tiny_model import tiny_policy
 
+from estimators import get_estimator
 from gagpo_cli.config import ModelConfig, OptimConfig
 from gagpo_cli.train.distributed import Dist
 from gagpo_cli.train.learning.generate_update import GenerateUpdater
@@ -18,9 +19,9 @@ DROPOUT = ModelConfig(name="tiny-random", lora_rank=4, lora_alpha=8, lora_dropou
 
 def _update(checkpointing: bool) -> torch.Tensor:
     policy = tiny_policy(DROPOUT)
-    samples = _samples(policy)
+    samples = random_generate_batch(6, value_targets=False)
     policy.shard(Dist(), ModelConfig(**{**DROPOUT.__dict__, "activation_checkpointing": checkpointing}))
-    updater = GenerateUpdater(policy, SEQUENCE, OptimConfig(lr=1e-2, token_budget=40))
+    updater = GenerateUpdater(policy, get_estimator("gagpo"), OptimConfig(lr=1e-2, token_budget=40))
     torch.manual_seed(0)  # the dropout masks
     metrics = updater.update(samples)
     assert torch.isfinite(torch.tensor(metrics["actor/pg_loss"]))

@@ -3,35 +3,22 @@ and keeps no (rows x tokens x vocab) graph."""
 
 from __future__ import annotations
 
-import torch
-from test_update import SEQUENCE, _samples
+from support import random_generate_batch, saved_bytes
 from tiny_model import tiny_policy
 
+from estimators import get_estimator
 from gagpo_cli.config import OptimConfig
 from gagpo_cli.train.learning.generate_update import GenerateUpdater
 
 
-def saved_bytes(forward) -> int:
-    """Bytes of the distinct storages ``forward()`` saves for backward."""
-    seen: dict[int, int] = {}
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = forward()
-    del out
-    return sum(seen.values())
-
-
 def test_without_an_entropy_bonus_the_entropy_keeps_no_graph():
     policy = tiny_policy()
-    batch = policy.collate([(s.prompt_ids, s.response_ids) for s in _samples(policy)])
+    batch = policy.collate([(s.prompt_ids, s.response_ids) for s in random_generate_batch(6, value_targets=False)
+                            if s.response_ids])
     vocab_row = len(policy.tokenizer) * 4  # one float32 row over the vocabulary
     kept = {}
     for coef in (0.0, 0.01):
-        updater = GenerateUpdater(policy, SEQUENCE, OptimConfig(entropy_coef=coef))
+        updater = GenerateUpdater(policy, get_estimator("gagpo"), OptimConfig(entropy_coef=coef))
         kept[coef] = saved_bytes(lambda u=updater: u._forward(batch, with_state=False))
         out = updater._forward(batch, with_state=False)
         assert out.entropy is not None and out.entropy.requires_grad == (coef > 0)
