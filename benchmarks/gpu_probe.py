@@ -331,6 +331,8 @@ def part_full_ft(p: Probe) -> None:
     p.check("weights_moved", changed / total > 0.5)  # AdamW moves almost every element at lr 1e-6
     planned = _plan(p, s.small, lora=False)
     p.figure(**{f"plan_{k}_gib": v / 2**30 for k, v in planned.parts().items()},
+             plan_update_peak_gib=planned.update_peak / 2**30, plan_rollout_peak_gib=planned.rollout_peak / 2**30,
+             plan_total_gib=planned.total / 2**30, plan_exact_gib=planned.exact / 2**30,
              plan_per_token_layer_bytes=_plan_per_token_layer(s.small, lora=False),
              measured_per_token_layer_bytes=per_token)
     if p.gpu:  # the plan counts what a layer saves under bf16 autocast (the CPU mode runs float32)
