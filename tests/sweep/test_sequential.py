@@ -18,7 +18,6 @@ from gagpo_cli.sweep.sequential import (
     STATE_FILE,
     SequentialState,
     load_state,
-    planned_looks,
     resume_or_start,
     save_state,
     until_decided,
