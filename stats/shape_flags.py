@@ -51,12 +51,12 @@ def bimodal(values: np.ndarray, episodes: np.ndarray | None = None) -> str | Non
 
 
 def at_ceiling(values: np.ndarray, episodes: np.ndarray | None = None) -> str | None:
-    """"k of n seeds at 100%" when ``CEILING_SHARE`` of the seeds or more, and two or more, are
-    within one episode of 100%; else None."""
+    """"k of n seeds within one episode of 100%" when ``CEILING_SHARE`` of the seeds or more, and two
+    or more, are; else None."""
     v = np.asarray(values, dtype=float).ravel()
     top = v >= FULL - one_episode(_episodes(v, episodes)) - 1e-9
     k = int(top.sum())
-    return f"{k} of {v.size} seeds at 100%" if k >= 2 and k >= CEILING_SHARE * v.size else None
+    return f"{k} of {v.size} seeds within one episode of 100%" if k >= 2 and k >= CEILING_SHARE * v.size else None
 
 
 def flags(values: np.ndarray, episodes: np.ndarray | None = None) -> list[str]:
