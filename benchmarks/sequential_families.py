@@ -9,7 +9,7 @@ Error table: per family of ``gagpo_cli/sweep/families.py`` (no true difference),
 simulated sweeps with any false better/worse decision among 5 comparisons sharing one baseline at
 cap 20 and cap 10, and withheld (bimodal cells); then the share of report tables (2 rows and the
 reference) with any false settled comparison or bold best at 3 / 5 / 10 seeds. The bound is
-0.05 + 2 Monte Carlo SE. ``--power``: normal per-seed differences at d = 1 SD, cap 20, one and five
+0.05 + 2 Monte Carlo SE. ``--power``: normal per-seed differences at d = 1 SD, cap 20 (``--max-seeds``), one and five
 comparisons: the share of comparisons decided "better" and the mean seeds used.
 """
 
@@ -42,11 +42,11 @@ def error_table(sims: int, tables: int, families: list[str]) -> None:
           f"{0.05 + 2 * (0.0475 / tables) ** 0.5:.4f} (tables)")
 
 
-def power_table(sims: int) -> None:
-    print("| comparisons (d = 1 SD, cap 20) | power | mean seeds |")
+def power_table(sims: int, max_seeds: int) -> None:
+    print(f"| comparisons (d = 1 SD, cap {max_seeds}) | power | mean seeds |")
     print("|---|---|---|")
     for comparisons in (1, 5):
-        outcome = simulate([1.0] * comparisons, sims=sims, max_seeds=20, seed=200 + comparisons)
+        outcome = simulate([1.0] * comparisons, sims=sims, max_seeds=max_seeds, seed=200 + comparisons)
         print(f"| {comparisons} | {(outcome.status == 'better').mean():.3f} | {outcome.seeds.mean():.1f} |", flush=True)
 
 
@@ -55,10 +55,11 @@ def main() -> None:
     parser.add_argument("--sims", type=int, default=2000)
     parser.add_argument("--tables", type=int, default=1000)
     parser.add_argument("--power", action="store_true", help="the power table instead of the error rates")
+    parser.add_argument("--max-seeds", type=int, default=20, help="the cap of the power table")
     parser.add_argument("--families", nargs="+", choices=list(FAMILIES), default=list(FAMILIES))
     args = parser.parse_args()
     if args.power:
-        power_table(args.sims)
+        power_table(args.sims, args.max_seeds)
     else:
         error_table(args.sims, args.tables, args.families)
 
