@@ -103,10 +103,10 @@ def summarize(state: SequentialState, folder: Path) -> SequentialSummary:
         "scores, of any shape; or normal scores with equal means); a skewed method against a steady "
         "baseline with the same mean is outside it",
         "difference: the mean paired difference (cell - baseline, same seeds) at the comparison's last look; "
-        "adjusted: its median-unbiased estimate under the stage-wise ordering of the design's looks (a stop on "
-        f"a large difference makes the raw mean too large), interval: the {1 - d.alpha_each:.2%} confidence "
-        "interval of the same ordering (normal approximation; the SD never below what the seeds' evaluation "
-        "episodes allow)",
+        "adjusted: its median-unbiased estimate conditional on the decision and the look it was taken at (a "
+        f"stop on a large difference makes the raw mean too large), interval: the {1 - d.alpha_each:.2%} "
+        "confidence interval of the same conditional distribution (normal approximation; the SD never below "
+        "what the seeds' evaluation episodes allow)",
         *([f"an interval shown as +-{RATE_RANGE:g} reaches past the range of a difference of two success "
            "rates and is cut to it"] if cut else []),
         "decisions: better / worse when the sign-flip statistic crosses its boundary; "

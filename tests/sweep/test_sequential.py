@@ -1,5 +1,5 @@
 """``gagpo ablate --until-decided``: the group-sequential procedure's error rates measured through
-the whole decision loop with a toy trainer (``sweep/simulate.py``), the state's resume and
+the whole decision loop with a toy trainer (``gagpo_cli/sweep/simulate.py``), the state's resume and
 extension, the report's rows, and the one-line errors (the boundaries' exactness:
 tests/stats/test_group_sequential.py; every family of scores: test_sequential_families.py)."""
 

@@ -4,7 +4,8 @@ scores of no true difference drawn from ``gagpo_cli/sweep/families.py`` -- norma
 (skewness 1 and 2) against a normal baseline and the other way round, bimodal for every method,
 bimodal methods against a steady baseline with the same mean, ceilings on 32 and 64 episodes, the
 1/64 grid -- run through ``--until-decided``'s decision loop (3 comparisons sharing the baseline,
-cap 10) and through ``gagpo report``'s table (2 rows and the reference, 3 or 10 seeds). The share of sweeps or
+cap 10; the unit tier) and through ``gagpo report``'s table (2 rows and the reference, 3 or 10 seeds;
+the integration tier). The share of sweeps or
 tables with any false decision (better / worse, settled, best) stays at most 0.05 + 2 Monte Carlo
 standard errors in every family, where a bimodal row counts as decided only if it is not withheld.
 """
@@ -29,6 +30,7 @@ def test_until_decided_keeps_its_error_rate_on_every_family(family):
         assert rates.withheld > 0.9
 
 
+@pytest.mark.integration  # 50 report tables per case through the permutation tests: about 3-10 s each
 @pytest.mark.parametrize("family,seeds", [("skewed-2", 10), ("bimodal-steady", 10), ("ceiling-32", 10),
                                           ("grid-64", 10), ("bimodal-steady", 3), ("ceiling-32", 3)])
 def test_the_report_keeps_its_error_rate_over_a_table(family, seeds):
