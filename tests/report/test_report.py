@@ -112,11 +112,11 @@ def test_generic_table_groups_by_what_varied(tmp_path):
 def test_figures_are_pngs(table_runs, tmp_path):
     write_run(table_runs / "curves" / "s0", "gagpo", "alfworld", 50, 50, seed=5, curve=[10.0, 20.0, 30.0])
     write_run(table_runs / "curves" / "s1", "gagpo", "alfworld", 50, 50, seed=6, curve=[20.0, 30.0])
-    report_command([table_runs], 1, tmp_path / "out", figures=True)
+    report_command([table_runs], 1, tmp_path / "out", figures=True, baseline="GAGPO")
     pngs = sorted((tmp_path / "out" / "figures").glob("*.png"))
     assert [p.name for p in pngs] == ["alfworld_Qwen2.5-1.5B-Instruct_adv_iqr.png",
                                       "alfworld_Qwen2.5-1.5B-Instruct_train_success_rate.png",
-                                      "table1_intervals.png"]
+                                      "table1_differences.png", "table1_intervals.png"]
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
 
 
