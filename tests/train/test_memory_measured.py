@@ -42,11 +42,11 @@ def _layer(name: str, lora: bool) -> tuple[torch.nn.Module, torch.nn.Module]:
 def _saved_per_token(layer: torch.nn.Module, rotary: torch.nn.Module, hidden: int, lora: bool) -> float:
     """Bytes the layer saves for backward per token: at 2 and 4 tokens, the difference per token."""
     saved = []
-    for tokens in (2, 4):
-        # the residual stream carries a gradient (bf16 under LoRA, float32 fully trained)
-        x = torch.zeros(1, tokens, hidden, dtype=torch.bfloat16 if lora else torch.float32, requires_grad=True)
-        positions = torch.arange(tokens)[None]
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # one context: the weights are cast to bf16 once
+        for tokens in (2, 4):
+            # the residual stream carries a gradient (bf16 under LoRA, float32 fully trained)
+            x = torch.zeros(1, tokens, hidden, dtype=torch.bfloat16 if lora else torch.float32, requires_grad=True)
+            positions = torch.arange(tokens)[None]
             rope = rotary(x, positions)
             saved.append(saved_bytes(lambda x=x, p=positions, r=rope: layer(x, attention_mask=None, position_ids=p,
                                                                              position_embeddings=r)))
