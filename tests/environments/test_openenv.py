@@ -1,0 +1,101 @@
+"""OpenEnv both ways, against real OpenEnv servers on the loopback address: the client adapter
+(``--env openenv:<url>``) on a game written with OpenEnv's own server framework, and ``gagpo serve``'s
+server read with OpenEnv's own client and stepped side by side with the in-process environment."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+pytest.importorskip("openenv", reason="the openenv extra is not installed (pip install 'gagpo[openenv]')")
+
+from openenv.core import GenericEnvClient  # noqa: E402
+from openenv_servers import STAIRS_OPTIONS, running, stairs_app  # noqa: E402
+
+from environments.base import resolve_env_spec  # noqa: E402
+from environments.pool import EnvPool  # noqa: E402
+from integrations.openenv.server import build_app  # noqa: E402
+
+
+def _pool(url: str, **options) -> EnvPool:
+    return EnvPool("openenv", {**STAIRS_OPTIONS, "url": url, **options})
+
+
+def test_the_adapter_plays_an_openenv_game():
+    with running(stairs_app()) as url, _pool(url) as pool:
+        info = pool.environment_info
+        assert (info.name, info.max_steps) == ("openenv", 5)  # a foreign server: the adapter's name, the option
+        assert pool.num_tasks("train") == 1000  # the server has no Task API: the default count
+        (start,) = pool.reset([("train", 4, 1)])
+        assert start.observation == start.state_key == "You stand on stair 0 of 3."  # no key field: the text
+        assert start.admissible_actions == ("up", "down", "wait") and start.goal == start.observation
+        steps = [pool.step({0: move})[0] for move in ("up", "wait", "up", "up")]
+        assert [s.state_key for s in steps[:3]] == [f"You stand on stair {k} of 3." for k in (1, 1, 2)]
+        assert [(s.reward, s.done, s.won, s.score) for s in steps] == [(0, False, False, 0)] * 3 + [(1, True, True, 1)]
+        assert not any(s.crashed for s in steps)
+
+
+def test_a_missing_observation_field_names_the_fields_it_has():
+    with running(stairs_app()) as url, _pool(url, observation_field="text") as pool:
+        with pytest.raises(ValueError, match="no field 'text'.*floor, message, metadata, moves.*observation_field"):
+            pool.reset([("train", 0, 0)])
+
+
+def test_a_server_that_raises_or_hangs_fails_the_episode_not_the_pool():
+    with running(stairs_app(fail_action="down", fail_step=1, hang_action="wait")) as url, \
+            _pool(url, timeout_s=1.0) as pool:
+        pool.reset([("train", 0, 0)] * 3)
+        pool.step({0: "up", 1: "up", 2: "up"})
+        second = pool.step({0: "down", 1: "wait", 2: "up"})  # raises on the server / answers too late / fine
+        assert second[0].crashed and "stairs broke under 'down' at step 1" in second[0].extra["error"]
+        assert second[1].crashed and second[1].done and not second[2].crashed
+        assert pool.step({0: "up", 2: "up"})[0].crashed  # a failed episode stays failed until the next reset
+        assert not pool.step({2: "up"})[2].crashed
+
+
+def test_a_server_that_is_gone_cannot_start_an_episode():
+    from environments.base import EnvironmentUnavailable
+
+    with running(stairs_app()) as url:
+        pool = _pool(url)
+    with pool, pytest.raises(EnvironmentUnavailable, match="reset failed"):
+        pool.reset([("train", 0, 0)])
+
+
+def test_the_env_spec_sets_the_url_and_other_names_pass_through():
+    assert resolve_env_spec("openenv:http://127.0.0.1:9/", {"action_field": "move"}) == (
+        "openenv", {"action_field": "move", "url": "http://127.0.0.1:9/"})
+    assert resolve_env_spec("alfworld", {"a": 1}) == ("alfworld", {"a": 1})
+    with pytest.raises(ValueError, match="environment 'alfworld' takes no value"):
+        resolve_env_spec("alfworld:x")
+
+
+def test_gagpo_serve_answers_openenv_s_own_client():
+    with running(build_app("alfworld")) as url:
+        with GenericEnvClient(base_url=url).sync() as client:
+            start = client.reset(seed=7, split="train", index=3)
+            obs = start.observation
+            assert obs["state_key"] and obs["goal"].startswith("Your task is to:") and obs["admissible_actions"]
+            assert obs["task_type"] in ("pick", "look", "clean", "heat", "cool", "pick2") and start.reward is None
+            step = client.step({"action": obs["admissible_actions"][0]})
+            assert step.reward == 0.0 and step.done is False and step.observation["state_key"]
+            state = client.state()
+            assert state["env_name"] == "alfworld" and state["max_steps"] == 50 and state["step_count"] == 1
+
+
+def test_gagpo_serve_steps_exactly_as_the_in_process_environment():
+    specs = [("train", 3, 7), ("train", 3, 7), ("valid_unseen", 5, 1)]
+    with running(build_app("alfworld")) as url, EnvPool("openenv", {"url": url}) as remote, \
+            EnvPool("alfworld") as local:
+        info, own = remote.environment_info, local.environment_info
+        assert (info.name, info.max_steps, info.task_types, info.splits) == (
+            own.name, own.max_steps, own.task_types, own.splits)
+        assert remote.num_tasks("valid_unseen") == local.num_tasks("valid_unseen")
+        assert remote.evaluation_order("valid_unseen") == local.evaluation_order("valid_unseen")  # Task API types
+        assert remote.reset(specs) == local.reset(specs)
+        for turn in range(6):
+            actions = {i: local.expert_actions([i])[i] if turn % 2 else "look" for i in range(3)}
+            there, here = remote.step(actions), local.step(actions)
+            assert [dataclasses.replace(there[i], extra={}) for i in range(3)] == [
+                dataclasses.replace(here[i], extra={}) for i in range(3)]
