@@ -61,6 +61,8 @@ INTEGRATION_MODULES = frozenset({
     "test_sweep_peers", "test_estimators_cli",
     # real game engines and rollout engines
     "test_alfworld", "test_alfworld_eval_order", "test_alfworld_textworld", "test_vllm_engine",
+    # OpenEnv servers on the loopback address (and OpenEnv's import, seconds)
+    "test_openenv", "test_openenv_train",
 })
 INTEGRATION_TESTS = {  # module -> tests (any parameters) of otherwise fast modules: over a second, or
     # starting worker processes

@@ -4,26 +4,22 @@
 climb three stairs with ``up`` (``down`` goes back one, ``wait`` stays); reaching the top wins, reward 1.
 Its observations list the valid actions, so score mode can rank them. Server options make it fail on
 purpose: ``fail_action``/``fail_step`` raise inside ``step`` when that action is sent at that step
-(some episodes of a group fail, others not), ``hang_action`` sleeps past the client's timeout, and
-``die_after`` ends the whole server process (``os._exit``, as a kill would) once it has served that
-many steps.
+(some episodes of a group fail, others not), ``hang_action`` sleeps past the client's timeout.
 
-``running(app)`` serves a FastAPI app in a thread; ``start_process(...)`` runs the stairs server as a
-child process (to kill it mid-run). Importing this module needs ``openenv`` (tests skip without it).
+``running(app)`` serves a FastAPI app in a thread; ``running(app, die_after=N)`` kills that server
+once it has served N steps: the step in flight never answers, every connection drops and the port
+closes, as when the process dies (a second interpreter would pay OpenEnv's import, seconds, again).
+Importing this module needs ``openenv`` (tests skip without it).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -45,16 +41,13 @@ class Landing(Observation):
     floor: int = 0
 
 
-_SERVED = [0]  # steps this server process has served (die_after)
-
-
 class StairsGame(Environment):
     SUPPORTS_CONCURRENT_SESSIONS = True
 
-    def __init__(self, fail_action: str = "", fail_step: int = -1, hang_action: str = "", die_after: int = 0) -> None:
+    def __init__(self, fail_action: str = "", fail_step: int = -1, hang_action: str = "", served: Any = None) -> None:
         super().__init__()
         self.fail_action, self.fail_step, self.hang_action = fail_action, fail_step, hang_action
-        self.die_after = die_after
+        self.served = served  # a _Killer: counts the server's steps and kills it at its limit
         self._state = State(step_count=0)
         self.floor = 0
 
@@ -72,9 +65,8 @@ class StairsGame(Environment):
             raise RuntimeError(f"stairs broke under '{action.move}' at step {self.fail_step}")
         if action.move == self.hang_action:
             time.sleep(3)  # past the client timeout the tests set
-        _SERVED[0] += 1
-        if self.die_after and _SERVED[0] > self.die_after:
-            os._exit(9)
+        if self.served is not None:
+            self.served.count()
         self._state.step_count += 1
         self.floor = min(TOP, self.floor + 1) if action.move == "up" else max(0, self.floor - (action.move == "down"))
         won = self.floor == TOP
@@ -86,6 +78,23 @@ class StairsGame(Environment):
 
 
 STAIRS_OPTIONS = {"observation_field": "message", "actions_field": "moves", "action_field": "move", "max_steps": 5}
+
+
+class _Killer:
+    """Counts the steps a server serves; at ``limit`` it stops the server abruptly and never answers."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.steps, self.server = limit, 0, None
+        self.lock = threading.Lock()
+
+    def count(self) -> None:
+        with self.lock:
+            self.steps += 1
+            dead = self.steps > self.limit
+        if dead:
+            self.server.should_exit = self.server.force_exit = True
+            time.sleep(2)  # the reply never goes out: the connection drops first
+            raise RuntimeError("killed")
 
 
 def stairs_app(**failures: Any) -> Any:
@@ -101,10 +110,16 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running(app: Any) -> Iterator[str]:
-    """Serve ``app`` on a free loopback port in a thread; yields its URL, stops it on exit."""
+def running(app: Any, die_after: int = 0) -> Iterator[str]:
+    """Serve ``app`` on a free loopback port in a thread; yields its URL, stops it on exit. ``die_after``:
+    serve the stairs game (``app`` its failure options) and kill the server after that many steps."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    if die_after:
+        killer = _Killer(die_after)
+        app = stairs_app(**app, served=killer)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="critical"))
+    if die_after:
+        killer.server = server
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -117,24 +132,3 @@ def running(app: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(10)
-
-
-def start_process(port: int, die_after: int = 0) -> subprocess.Popen:
-    """The stairs server as a child process on ``port`` (returns once it answers)."""
-    here = str(Path(__file__).parent)
-    path = os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))
-    proc = subprocess.Popen([sys.executable, "-c", f"import openenv_servers as s; s.serve_stairs({port}, {die_after})"],
-                            env={**os.environ, "PYTHONPATH": path})
-    deadline = time.monotonic() + 60
-    while True:
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return proc
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError("the stairs server process did not start")
-        time.sleep(0.1)
-
-
-def serve_stairs(port: int, die_after: int = 0) -> None:
-    """Run the stairs server on ``port`` in this process (the child of ``start_process``)."""
-    uvicorn.run(stairs_app(die_after=die_after), host="127.0.0.1", port=port, log_level="error")
