@@ -10,4 +10,5 @@ from environments.base import (
     get_environment,
 )
 
-__all__ = ["Environment", "EnvironmentUnavailable", "Episode", "Reset", "Step", "get_environment", "available_environments"]
+__all__ = ["Environment", "EnvironmentUnavailable", "Episode", "Reset", "Step", "get_environment",
+           "available_environments"]

@@ -34,6 +34,7 @@ cannot reach the server raises ``EnvironmentUnavailable``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import urllib.error
 import urllib.request
@@ -121,10 +122,8 @@ class OpenEnvEpisode(Episode):
 
     def close(self) -> None:
         if self.client is not None:
-            try:
+            with contextlib.suppress(Exception):  # a session that is already gone
                 self.client.close()
-            except Exception:  # a session that is already gone
-                pass
             self.client = None
 
     # ---- reading observations -----------------------------------------------------------------

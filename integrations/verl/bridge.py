@@ -74,7 +74,8 @@ def _data_in_flight(index: Any, token_level_rewards: torch.Tensor) -> Any:
             if not isinstance(non_tensor, Mapping) or tensors is None:
                 continue
             if (index is not None and non_tensor.get("uid") is index) or (
-                    "token_level_rewards" in tensors.keys() and tensors["token_level_rewards"] is token_level_rewards):
+                    "token_level_rewards" in tensors.keys()  # noqa: SIM118  (a TensorDict refuses `in`)
+                    and tensors["token_level_rewards"] is token_level_rewards):
                 return value
         frame = frame.f_back
     raise ValueError("gagpo's verl bridge: the batch's non-tensor fields were not passed and no DataProto holding "
@@ -133,12 +134,13 @@ def _per_step_rows(mask: np.ndarray, index: np.ndarray, nt: Mapping[str, Any], p
 
 
 def _per_trajectory_rows(mask: np.ndarray, rewards: np.ndarray, index: np.ndarray, tensors: Any) -> _Rows:
-    responses = tensors["responses"] if tensors is not None and "responses" in tensors.keys() else None
-    prompts = tensors["prompts"] if tensors is not None and "prompts" in tensors.keys() else None
+    keys = set(tensors.keys()) if tensors is not None else set()  # a TensorDict refuses `in`
+    responses = tensors["responses"] if "responses" in keys else None
+    prompts = tensors["prompts"] if "prompts" in keys else None
     if responses is None or prompts is None:
         raise ValueError("gagpo's verl bridge: one row per trajectory needs the batch's 'prompts' and 'responses' "
                          "(the state key of each turn is what the model read before it)")
-    attention = tensors["attention_mask"][:, : prompts.shape[1]] if "attention_mask" in tensors.keys() else None
+    attention = tensors["attention_mask"][:, : prompts.shape[1]] if "attention_mask" in keys else None
     rows = _Rows()
     for i in range(mask.shape[0]):
         turns = _runs(mask[i])
@@ -172,7 +174,8 @@ def compute_advantages(estimator: Estimator, token_level_rewards: torch.Tensor, 
     wants = set(estimator.requires)
     iteration = (meta_info or {}).get("global_steps")
     step_batch = StepBatch(
-        group_ids=np.array(rows.cols["group_ids"], dtype=object), traj_ids=np.array(rows.cols["traj_ids"], dtype=object),
+        group_ids=np.array(rows.cols["group_ids"], dtype=object),
+        traj_ids=np.array(rows.cols["traj_ids"], dtype=object),
         step_index=np.array(rows.cols["step_index"], dtype=np.int64), rewards=np.array(rows.cols["rewards"]),
         terminated=np.zeros(len(rows.spans), dtype=bool), state_keys=np.array(rows.cols["state_keys"], dtype=object),
         penalties=np.array(rows.cols["penalties"]),

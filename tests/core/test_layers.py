@@ -1,6 +1,7 @@
 """Dependencies point down, and no module imports itself round a loop.
 
-Layers: ``gagpo_core`` < ``estimators``, ``environments`` < ``gagpo_cli``; a package may import its
+Layers: ``gagpo_core`` < ``stats``, ``estimators``, ``environments`` < ``integrations`` (verl, OpenEnv)
+< ``gagpo_cli``; a package may import its
 own layer and the ones below, never one above (``estimators`` and ``environments`` are one layer
 and do not import each other). The import graph is read from the source with ``ast``: top-level
 imports and those inside functions alike (a lazy import does not hide a cycle from this test).
@@ -16,8 +17,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("gagpo_core", "stats", "estimators", "environments", "gagpo_cli")
-LAYER = {"gagpo_core": 0, "stats": 1, "estimators": 1, "environments": 1, "gagpo_cli": 2}
+PACKAGES = ("gagpo_core", "stats", "estimators", "environments", "integrations", "gagpo_cli")
+LAYER = {"gagpo_core": 0, "stats": 1, "estimators": 1, "environments": 1, "integrations": 2, "gagpo_cli": 3}
 LIBRARIES = ["estimators", "estimators.gagpo", "estimators.gigpo", "estimators.ppo", "environments",
              "environments.pool", "environments.webshop", "environments.webshop.generate_catalog",
              "environments.alfworld", "environments.alfworld.pddl_export"]

@@ -37,9 +37,9 @@ def test_the_adapter_plays_an_openenv_game():
 
 
 def test_a_missing_observation_field_names_the_fields_it_has():
-    with running(stairs_app()) as url, _pool(url, observation_field="text") as pool:
-        with pytest.raises(ValueError, match="no field 'text'.*floor, message, metadata, moves.*observation_field"):
-            pool.reset([("train", 0, 0)])
+    with running(stairs_app()) as url, _pool(url, observation_field="text") as pool, \
+            pytest.raises(ValueError, match="no field 'text'.*floor, message, metadata, moves.*observation_field"):
+        pool.reset([("train", 0, 0)])
 
 
 def test_a_server_that_raises_or_hangs_fails_the_episode_not_the_pool():
@@ -72,16 +72,15 @@ def test_the_env_spec_sets_the_url_and_other_names_pass_through():
 
 
 def test_gagpo_serve_answers_openenv_s_own_client():
-    with running(build_app("alfworld")) as url:
-        with GenericEnvClient(base_url=url).sync() as client:
-            start = client.reset(seed=7, split="train", index=3)
-            obs = start.observation
-            assert obs["state_key"] and obs["goal"].startswith("Your task is to:") and obs["admissible_actions"]
-            assert obs["task_type"] in ("pick", "look", "clean", "heat", "cool", "pick2") and start.reward is None
-            step = client.step({"action": obs["admissible_actions"][0]})
-            assert step.reward == 0.0 and step.done is False and step.observation["state_key"]
-            state = client.state()
-            assert state["env_name"] == "alfworld" and state["max_steps"] == 50 and state["step_count"] == 1
+    with running(build_app("alfworld")) as url, GenericEnvClient(base_url=url).sync() as client:
+        start = client.reset(seed=7, split="train", index=3)
+        obs = start.observation
+        assert obs["state_key"] and obs["goal"].startswith("Your task is to:") and obs["admissible_actions"]
+        assert obs["task_type"] in ("pick", "look", "clean", "heat", "cool", "pick2") and start.reward is None
+        step = client.step({"action": obs["admissible_actions"][0]})
+        assert step.reward == 0.0 and step.done is False and step.observation["state_key"]
+        state = client.state()
+        assert state["env_name"] == "alfworld" and state["max_steps"] == 50 and state["step_count"] == 1
 
 
 def test_gagpo_serve_steps_exactly_as_the_in_process_environment():

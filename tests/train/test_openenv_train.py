@@ -64,7 +64,8 @@ def test_failed_episodes_never_reach_the_estimator(tmp_path, estimator_inputs):
     assert len(estimator_inputs) == 4
     for batch, m in zip(estimator_inputs, metrics, strict=True):
         kept = len(set(batch.traj_ids.tolist()))
-        assert kept == 16 - m["rollout/dropped_episodes"] and m["rollout/dropped_episodes"] >= m["rollout/failed_episodes"]
+        assert kept == 16 - m["rollout/dropped_episodes"]
+        assert m["rollout/dropped_episodes"] >= m["rollout/failed_episodes"]
         for group in set(batch.group_ids.tolist()):  # every group compares at least two episodes
             assert len(set(batch.traj_ids[batch.group_ids == group].tolist())) >= 2
         # no row of a failed episode: its failing step led to no state (the crashed step's key is empty), and
@@ -75,18 +76,19 @@ def test_failed_episodes_never_reach_the_estimator(tmp_path, estimator_inputs):
 
 
 def test_too_many_failures_stop_with_one_line_and_a_checkpoint(tmp_path):
-    with running(stairs_app(fail_action="up", fail_step=0)) as url:  # about one episode in three fails at once
-        with pytest.raises(EngineCrashed, match=r"environment failures: \d+ of 16 episodes of iteration 1 failed, "
-                                                 r"more than rollout.max_failed_share=0.1 .*stairs broke") as caught:
-            train(_stairs(tmp_path, url, "train.iterations=3", "rollout.max_failed_share=0.1"))
+    failed = r"environment failures: \d+ of 16 episodes of iteration 1 failed, more than rollout.max_failed_share=0.1 "
+    # about one episode in three steps up first, where this server fails
+    with running(stairs_app(fail_action="up", fail_step=0)) as url, \
+            pytest.raises(EngineCrashed, match=failed + ".*stairs broke") as caught:
+        train(_stairs(tmp_path, url, "train.iterations=3", "rollout.max_failed_share=0.1"))
     assert caught.value.checkpoint.exists() and caught.value.checkpoint.name.endswith("000000")
     assert "\n" not in str(caught.value)
 
 
 def test_a_server_killed_mid_run_stops_the_run_with_a_checkpoint(tmp_path):
-    with running({}, die_after=100) as url:  # killed in the second iteration (16 episodes of at most 5 steps each)
-        with pytest.raises(EngineCrashed, match="environment failures") as caught:
-            train(_stairs(tmp_path, url, "train.iterations=6"))
+    # killed in the second iteration (16 episodes of at most 5 steps each)
+    with running({}, die_after=100) as url, pytest.raises(EngineCrashed, match="environment failures") as caught:
+        train(_stairs(tmp_path, url, "train.iterations=6"))
     saved = caught.value.checkpoint
     assert saved.exists() and len(read_metrics(saved.parent.parent)) == int(saved.name[-6:]) >= 1
 

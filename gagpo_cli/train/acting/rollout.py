@@ -182,11 +182,7 @@ def collect(
     out = Rollout()
     env_name = pool.environment_info.name
     started = time.perf_counter()
-    try:
-        resets = pool.reset([(t.split, t.task_id, t.seed) for t in tasks])
-    except (EnvWorkerError, EnvironmentUnavailable) as exc:  # no episode could start: all of them failed
-        raise EnvironmentFailures(f"environment failures: the environment could not start the episodes: {exc}") from exc
-    views = [SlotView.start(i, r) for i, r in enumerate(resets)]
+    views = [SlotView.start(i, r) for i, r in enumerate(_start(pool, tasks))]
     out.env_s += time.perf_counter() - started
     live = list(range(len(tasks)))
     ctx = ctx or Dist()
@@ -218,6 +214,14 @@ def collect(
             advance()
     out.episodes = [record_of(task.task_id, view) for task, view in zip(tasks, views, strict=True)]
     return out
+
+
+def _start(pool: Any, tasks: Sequence[TaskSpec]) -> list[Any]:
+    """The pool's ``Reset`` of every task; ``EnvironmentFailures`` when the environment cannot start them."""
+    try:
+        return pool.reset([(t.split, t.task_id, t.seed) for t in tasks])
+    except (EnvWorkerError, EnvironmentUnavailable) as exc:  # no episode could start: all of them failed
+        raise EnvironmentFailures(f"environment failures: the environment could not start the episodes: {exc}") from exc
 
 
 @dataclass(frozen=True)
