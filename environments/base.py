@@ -31,11 +31,17 @@ class Reset:
     """What an episode shows at its start."""
 
     observation: str
+    """The first observation, as the agent reads it."""
     admissible_actions: tuple[str, ...]
+    """The actions possible now (score mode ranks exactly these; generate mode shows them)."""
     task_type: str
+    """The task's type, one of ``Environment.task_types`` (reports break success down by it)."""
     state_key: str
-    goal: str  # the task in words (WebShop instruction, ALFWorld "Your task is to: ...")
+    """The key of this state for grouping: the same text whenever an episode reaches the same state."""
+    goal: str
+    """The task in words (WebShop's instruction, ALFWorld's "Your task is to: ...")."""
     task_id: int = 0
+    """The task instance's id in its split."""
 
 
 @dataclass(frozen=True)
@@ -47,15 +53,26 @@ class Step:
     """
 
     observation: str
+    """What the agent reads after the action."""
     reward: float
+    """The benchmark's raw reward for this step (WebShop: the score in [0, 1] at purchase; ALFWorld: 1.0 when
+    won)."""
     done: bool
+    """True when the episode is over (won, lost, or the environment ended it)."""
     won: bool
+    """True when the task was completed (counts towards the success rate)."""
     score: float
+    """The episode's score so far, in [0, 1] (evaluations report its final value)."""
     valid: bool
+    """False when the action was not understood or not possible: a no-op, and the episode goes on."""
     admissible_actions: tuple[str, ...]
+    """The actions possible in the new state."""
     state_key: str
+    """The key of the new state (see ``Reset.state_key``)."""
     crashed: bool = False
+    """True only when the engine itself failed; such a step is also ``done``."""
     extra: dict[str, Any] = field(default_factory=dict)
+    """Anything else the environment reports (``"action"``: the action it read out of a whole answer)."""
 
 
 class Episode(ABC):
@@ -86,17 +103,23 @@ class Environment(ABC):
     """
 
     name: ClassVar[str]
+    """The name it is registered under (its entry point's name)."""
     description: ClassVar[str]
+    """One line for ``gagpo list``."""
     max_steps: ClassVar[int]
+    """The default step budget of an episode (``env.max_steps`` overrides it)."""
     task_types: ClassVar[tuple[str, ...]]
+    """Every task type, in the order reports show them."""
     splits: ClassVar[tuple[str, ...]]
-    # True: in generate mode the episode's ``step`` is sent the model's whole answer, not the action cut out
-    # of its last <action> block, and reads the action itself; it may report what it read in
-    # ``Step.extra["action"]``, which the agent's history then shows in place of the text (Sokoban).
+    """The split names ``num_tasks`` and ``Episode.reset`` accept (``train`` for training; evaluations play
+    ``env.eval_split``, by default the last one)."""
     reads_answers: ClassVar[bool] = False
-    # Options that make every step's action set finite, applied by the trainer in score mode (where the
-    # policy ranks the admissible actions) unless the user set them; e.g. WebShop's candidate queries.
+    """True: in generate mode the episode's ``step`` is sent the model's whole answer, not the action cut out
+    of its last ``<action>`` block, and reads the action itself; it may report what it read in
+    ``Step.extra["action"]``, which the agent's history then shows in place of the text (Sokoban)."""
     score_mode_options: ClassVar[dict[str, Any]] = {}
+    """Options that make every step's action set finite, applied by the trainer in score mode (where the
+    policy ranks the admissible actions) unless the user set them; e.g. WebShop's candidate queries."""
 
     @abstractmethod
     def num_tasks(self, split: str) -> int:

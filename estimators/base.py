@@ -22,12 +22,19 @@ from estimators.similarity import merge_similar_states
 from gagpo_core.plugins import closest
 
 RATIO_MODES = ("sequence", "token")
-# Option names not tied to one estimator: docs/algorithms.md#public-api
-# (+ docs/algorithms.md#rewards-and-penalties).
+"""Valid ``Estimator.ratio_mode`` values: ``sequence``, one length-normalised probability ratio per action
+(its tokens' mean log-ratio); ``token``, one ratio per token (token-level PPO)."""
 SHARED_OPTIONS = ("gamma", "lam", "eps", "penalty")
+"""Option names not tied to one estimator (docs/algorithms.md#public-api, #rewards-and-penalties): every
+estimator accepts them, and one that does not use an option ignores it with a warning, so one set of
+options configures any estimator."""
 LOSS_AGGS = ("seq-mean-token-mean", "token-mean")
-# Options of every estimator that groups states (``groups_states``), applied by the base class.
+"""Valid ``Estimator.loss_agg`` values, how the update averages the per-token loss: ``seq-mean-token-mean``,
+the mean over each action's tokens, then over actions; ``token-mean``, the mean over every token of the
+batch (longer actions weigh more)."""
 STATE_GROUPING_OPTIONS = ("grouping", "similarity_threshold", "keep_numbers_apart")
+"""Options of every estimator that groups states (``Estimator.groups_states``), applied by the base class
+before ``compute`` reaches the estimator's own code."""
 
 # docs/algorithms.md#public-api option names and their allowed values (options outside this table are not checked).
 _CHOICES = {
@@ -50,8 +57,11 @@ class EstimatorOutput:
     """
 
     advantages: np.ndarray
+    """float64, shape (n,): one advantage per row of the batch, in the batch's row order."""
     returns: np.ndarray | None = None
+    """float64, shape (n,): value targets of a critic estimator (``needs_critic``), else ``None``."""
     diagnostics: dict[str, float] = field(default_factory=dict)
+    """Numbers to log, by prefixed name (``stepgroup/size_mean``); ``adv/*`` statistics are added for you."""
 
 
 def _check_option(owner: str, name: str, value: Any) -> Any:
@@ -118,18 +128,32 @@ class Estimator:
     """
 
     name: ClassVar[str] = ""
+    """The name it is registered under (its entry point's name), used in messages."""
     description: ClassVar[str] = ""
+    """One line for ``gagpo list`` and the estimator reference."""
     ratio_mode: ClassVar[str] = "token"
+    """How the update forms probability ratios: one of ``RATIO_MODES``."""
     loss_agg: ClassVar[str] = "token-mean"
+    """How the update averages the per-token loss: one of ``LOSS_AGGS``."""
     needs_critic: ClassVar[bool] = False
+    """True: batches carry ``values`` (a critic's V(s_t)) and the trainer trains a value head on
+    ``EstimatorOutput.returns``."""
     needs_groups: ClassVar[bool] = False
+    """True: advantages compare the K rollouts of a task, so the trainer refuses ``rollout.group_size: 1``."""
     requires: ClassVar[tuple[str, ...]] = ()
+    """The optional ``StepBatch`` inputs it reads (names from ``OPTIONAL_COLUMNS``); the trainer fills them."""
     paper: ClassVar[str] = ""
+    """Short title of the method's paper or source, for ``gagpo list``."""
     arxiv: ClassVar[str] = ""
+    """The paper's arXiv id (``2605.13217``), when it has one."""
     defaults: ClassVar[dict[str, Any]] = {}
+    """Every option it takes, with its default value (option name -> value)."""
     fixed: ClassVar[dict[str, Any]] = {}
+    """Options an ablation pins (name -> value): another value passed for one is ignored with a warning."""
     groups_states: ClassVar[bool] = False
+    """True: it groups rows by state key; the base class then takes ``STATE_GROUPING_OPTIONS``."""
     grouping_defaults: ClassVar[dict[str, Any]] = {"grouping": "exact", "similarity_threshold": 0.9}
+    """Defaults of ``STATE_GROUPING_OPTIONS`` for an estimator that ``groups_states``."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -147,6 +171,7 @@ class Estimator:
     def __init__(self, **options: Any) -> None:
         grouping = {k: options.pop(k) for k in STATE_GROUPING_OPTIONS if k in options}
         self.state_grouping: dict[str, Any] = self._resolve_state_grouping(grouping)
+        """The resolved ``STATE_GROUPING_OPTIONS`` (empty unless ``groups_states``)."""
         valid = sorted({*self.defaults, *self.fixed})
         accepted = sorted({*valid, *SHARED_OPTIONS})
         for key, value in options.items():
@@ -169,6 +194,7 @@ class Estimator:
         given = {k: v for k, v in options.items() if k in valid}
         resolved = {**self.defaults, **given, **self.fixed}
         self.options: dict[str, Any] = {k: _check_option(self.name, k, v) for k, v in resolved.items()}
+        """The resolved options: ``defaults``, then the ones given, then ``fixed``; values checked."""
 
     def _resolve_state_grouping(self, given: dict[str, Any]) -> dict[str, Any]:
         """``grouping`` ("exact" | "similarity") and ``similarity_threshold`` of an estimator that groups
