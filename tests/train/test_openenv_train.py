@@ -55,6 +55,18 @@ def test_the_lab_policy_learns_over_openenv(tmp_path):
     assert "openenv" in run.name and f"url: {url}" in (run / "config.yaml").read_text()
 
 
+def test_generate_mode_writes_free_text_to_the_server(tmp_path):
+    from tiny_model import tiny_policy
+
+    with running(stairs_app()) as url:
+        cfg = _stairs(tmp_path, url, "train.iterations=1", "rollout.action_mode=generate", "model.name=tiny-random",
+                      "rollout.tasks_per_batch=2", "rollout.group_size=2", "env.max_steps=2",
+                      "rollout.max_new_tokens=4")
+        run = train(cfg, policy=tiny_policy())
+    (metrics,) = read_metrics(run)
+    assert metrics["train/step_rows"] == 8 and metrics["rollout/failed_episodes"] == 0  # 4 episodes x 2 steps
+
+
 def test_failed_episodes_never_reach_the_estimator(tmp_path, estimator_inputs):
     # the server raises when an episode steps down at its second step: some episodes of a group fail
     with running(stairs_app(fail_action="down", fail_step=1)) as url:
