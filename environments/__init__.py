@@ -6,9 +6,10 @@ from environments.base import (
     Episode,
     Reset,
     Step,
+    TableColumn,
     available_environments,
     get_environment,
 )
 
-__all__ = ["Environment", "EnvironmentUnavailable", "Episode", "Reset", "Step", "get_environment",
+__all__ = ["Environment", "EnvironmentUnavailable", "Episode", "Reset", "Step", "TableColumn", "get_environment",
            "available_environments"]

@@ -94,15 +94,41 @@ class Episode(ABC):
         """Release engine resources; a no-op for in-process engines."""
 
 
+@dataclass(frozen=True)
+class TableColumn:
+    """A column an environment adds to the report's paper tables (``gagpo report --table 1|2``).
+
+    ``header``: the column's title (``ALFWorld Pick``); ``path``: where its number is in an evaluation
+    record (``eval.json``: ``("per_type", "pick")``, ``("success_rate",)``); ``key``: its key in the
+    published results the report can show beside (``report/published.yaml``: ``alfworld/pick``), '' for
+    none; ``tables``: the paper's tables that show it; ``overall``: the environment's overall success
+    rate, the one number per environment that the aggregate over environments pools.
+    """
+
+    header: str
+    path: tuple[str, ...]
+    key: str = ""
+    tables: tuple[int, ...] = (1, 2)
+    overall: bool = False
+
+
 class Environment(ABC):
     """A loaded benchmark. Subclasses are what the ``gagpo.environments`` entry points name.
 
     Constructed with keyword options only (``Environment(**options)``); an unknown option raises
     ``ValueError`` naming the valid ones. A missing or malformed data source raises
     ``FileNotFoundError`` or ``ValueError`` naming the file it expected.
+
+    Its ``name`` is the one its entry point gives it, written nowhere else (an unregistered class may
+    set ``name`` itself). Besides what every subclass declares (``description``, ``max_steps``,
+    ``task_types``, ``splits``), it may declare how the rest of gagpo presents it: ``role`` (the one
+    line that opens the agent's prompt: who the agent is and what it does there; default a generic
+    one), ``presets`` (the sweep presets it is part of: preset name -> the settings of its cells, e.g.
+    ``{"table1": {"env.max_steps": 50}}`` puts it on ``--preset table1``'s environment axis) and
+    ``table_columns`` (its columns in the report's paper tables, ``TableColumn``).
     """
 
-    name: ClassVar[str]
+    name = plugins.RegisteredName(plugins.ENVIRONMENTS)
     """The name it is registered under (its entry point's name)."""
     description: ClassVar[str]
     """One line for ``gagpo list``."""
@@ -120,6 +146,12 @@ class Environment(ABC):
     score_mode_options: ClassVar[dict[str, Any]] = {}
     """Options that make every step's action set finite, applied by the trainer in score mode (where the
     policy ranks the admissible actions) unless the user set them; e.g. WebShop's candidate queries."""
+    role: ClassVar[str] = ""
+    """The line that opens every prompt: who the agent is and what it does here ('': a generic one)."""
+    presets: ClassVar[dict[str, dict[str, Any]]] = {}
+    """The sweep presets it is part of: preset name -> the settings of its cells (``table1``: its step budget)."""
+    table_columns: ClassVar[tuple[TableColumn, ...]] = ()
+    """Its columns in the report's paper tables (Table 1 / Table 2)."""
 
     @abstractmethod
     def num_tasks(self, split: str) -> int:

@@ -294,10 +294,13 @@ API_PAGES: dict[str, ApiPage] = {
         title="Estimator API",
         intro=(
             "An estimator is a subclass of `Estimator` that turns a `StepBatch` (one row per environment "
-            "step, rows in any order) into one advantage per row, returned in an `EstimatorOutput`. Its class "
-            "attributes tell the trainer how to train with it (`ratio_mode`, `loss_agg`, `needs_critic`, "
-            "`needs_groups`, `requires`) and what `gagpo list` shows (`name`, `description`, `paper`, "
-            "`arxiv`); its options are keyword arguments checked at construction. The formulas the built-ins "
+            "step, rows in any order) into one advantage per row: it implements `_compute`, returning an "
+            "`EstimatorOutput`, and callers use `compute` (the advantages) or `compute_output` (with value "
+            "targets and diagnostics), which check the batch and the output around it. Its name is its entry "
+            "point's. Its class attributes tell the trainer how to train with it (`ratio_mode`, `loss_agg`, "
+            "`needs_critic`, `needs_groups`, `requires`), what `gagpo list` shows (`description`, `paper`, "
+            "`arxiv`) and how reports and presets place it (`label`, `order`, `tables`, `variants`); its "
+            "options are keyword arguments checked at construction. The formulas the built-ins "
             "compute are in [the formulas the code implements](../../algorithms.md); "
             "[Adding a plugin](../../plugins.md) shows where a new one is declared."),
         objects=(
@@ -307,6 +310,10 @@ API_PAGES: dict[str, ApiPage] = {
             ("estimators.batch", ("StepBatch", "OPTIONAL_COLUMNS", "StepGroups")),
             ("estimators.options", ("number", "count_or_none", "flag", "choice")),
         ),
+        members={"estimators.base.Estimator": (  # _compute: what a subclass implements (private to callers)
+            "_compute", "compute", "compute_output", "name", "description", "ratio_mode", "loss_agg", "needs_critic",
+            "needs_groups", "requires", "paper", "arxiv", "defaults", "fixed", "groups_states", "grouping_defaults",
+            "label", "order", "tables", "variants", "label_for", "sort_key", "in_table", "preset_cells")},
     ),
     "grouping.md": ApiPage(
         title="Batch layout and grouping helpers",
@@ -334,7 +341,7 @@ API_PAGES: dict[str, ApiPage] = {
             "state key that grouping estimators compare. [Environments](../../environments.md#one-protocol) "
             "describes the built-ins."),
         objects=(
-            ("environments.base", ("Environment", "Episode", "Reset", "Step", "EnvironmentUnavailable",
+            ("environments.base", ("Environment", "Episode", "Reset", "Step", "TableColumn", "EnvironmentUnavailable",
                                    "get_environment", "available_environments", "resolve_env_spec",
                                    "stratified_order", "score_mode_env_options")),
         ),
@@ -342,34 +349,39 @@ API_PAGES: dict[str, ApiPage] = {
     "policies.md": ApiPage(
         title="Policies, rollout engines and action modes",
         intro=(
-            "A *policy kind* is what `model.name` builds: the language model, or a named kind such as "
-            "`bow-mlp` (`policy_kind` says which). Every policy is a `TrainablePolicy`; one that acts in "
+            "A *policy kind* is what `model.name` builds: the language model, or a kind registered under "
+            "the `gagpo.policy_kinds` entry-point group such as `bow-mlp` (`policy_kind` says which). Every "
+            "policy is a `TrainablePolicy`; one that acts in "
             "score mode is also a `ScoringPolicy` (it scores a `ScoreInput`'s admissible actions into a "
             "`ScoreOutput`), one that acts in generate mode a `GeneratingPolicy`. In generate mode the text "
-            "is written through a *rollout engine* (a `RolloutEngine`: `hf` or `vllm`). The *action mode* "
-            "(an `ActionMode`: `score` or `generate`) decides how a turn is acted and which updater trains "
-            "the policy. [Action modes and policies](../../action-modes.md) and "
+            "is written through a *rollout engine* (a `RolloutEngine`, group `gagpo.engines`: `hf` or "
+            "`vllm`). The *action mode* (an `ActionMode`, group `gagpo.action_modes`: `score` or `generate`) "
+            "decides how a turn is acted and which updater trains the policy. A third party adds any of them "
+            "with one class and one entry point. [Action modes and policies](../../action-modes.md) and "
             "[rollout engines](../../scaling.md#rollout-engines) describe the built-ins; "
             "[Architecture](../../architecture.md) says where a new one goes."),
         objects=(
-            ("gagpo_cli.train.policies.kinds", ("policy_kind", "load_policy")),
+            ("gagpo_cli.train.policies.kinds", ("policy_kind", "load_policy", "POLICY_FACTS")),
             ("gagpo_cli.train.policies.protocol", ("TrainablePolicy", "ScoringPolicy", "GeneratingPolicy")),
             ("gagpo_cli.train.policies.scoring", ("ScoreInput", "ScoreOutput", "SCORE_NORMS")),
-            ("gagpo_cli.train.acting.engines.base", ("RolloutEngine", "EngineError")),
-            ("gagpo_cli.train.acting.modes", ("ActionMode", "Acting", "get_action_mode")),
+            ("gagpo_cli.train.acting.engines.base", ("RolloutEngine", "ActingEngine", "EngineError")),
+            ("gagpo_cli.train.acting.modes", ("ActionMode", "Acting", "get_action_mode", "action_mode_names")),
         ),
     ),
     "plugins.md": ApiPage(
         title="Plugin registry",
         intro=(
-            "Estimators and environments are found by name through Python entry points, in the groups "
-            "`gagpo.estimators` and `gagpo.environments`: the built-ins are declared in this project's "
-            "`pyproject.toml` exactly as a third-party package declares its own "
-            "([Adding a plugin](../../plugins.md)). Nothing is imported until a name is asked for; an unknown "
-            "name is an error that names the closest valid one."),
+            "Every extension point is found by name through Python entry points, in the groups "
+            "`gagpo.estimators`, `gagpo.environments`, `gagpo.policy_kinds`, `gagpo.engines` and "
+            "`gagpo.action_modes`: the built-ins are declared in this project's `pyproject.toml` exactly as a "
+            "third-party package declares its own ([Adding a plugin](../../plugins.md)). Nothing is imported "
+            "until a name is asked for; an unknown name is an error that names the closest valid one. A "
+            "plugin's name is written once, in its entry point: the base classes read it with "
+            "`RegisteredName`."),
         objects=(
-            ("gagpo_core.plugins", ("load", "load_all", "plugin_names", "describe", "PluginInfo", "closest",
-                                    "unknown_name_message", "UnknownPluginError")),
+            ("gagpo_core.plugins", ("load", "load_all", "plugin_names", "target", "describe", "registered_name",
+                                    "RegisteredName", "PluginInfo", "closest", "unknown_name_message",
+                                    "UnknownPluginError")),
         ),
     ),
 }
@@ -378,15 +390,18 @@ API_PAGES: dict[str, ApiPage] = {
 API_LEFT_OUT: dict[str, dict[str, str]] = {
     "gagpo_cli.train.policies.kinds": {
         "PolicyKind": "the registry's record of a kind; a new kind implements the protocols",
-        "LANGUAGE_MODEL": "the built-in kind", "POLICY_KINDS": "the table of the built-in kinds"},
+        "LANGUAGE_MODEL": "the built-in kind", "LANGUAGE_MODEL_TARGET": "where the built-in kind lives"},
     "gagpo_cli.train.policies.scoring": {"PackedScores": "how a policy packs scores internally",
                                          "ActionScorer": "ScoringPolicy is the protocol a policy implements",
                                          "check_norm": "the settings check of rollout.score_norm"},
-    "gagpo_cli.train.acting.modes": {"GenerateMode": "a built-in mode", "ScoreMode": "a built-in mode",
-                                     "ACTION_MODES": "the table of the built-in modes"},
+    "gagpo_cli.train.acting.modes": {"GenerateMode": "a built-in mode", "ScoreMode": "a built-in mode"},
     "gagpo_core.plugins": {"ESTIMATORS": "a group name, given in the page's text",
                            "ENVIRONMENTS": "a group name, given in the page's text",
-                           "GROUPS": "the group names by gagpo list's words"},
+                           "POLICY_KINDS": "a group name, given in the page's text",
+                           "ENGINES": "a group name, given in the page's text",
+                           "ACTION_MODES": "a group name, given in the page's text",
+                           "GROUPS": "the group names by gagpo list's words",
+                           "SINGULAR": "how messages name one plugin of a group"},
 }
 
 

@@ -160,7 +160,6 @@ class OpenEnvEnvironment(Environment):
     one (``gagpo serve`` does), so prompts read as they do in-process.
     """
 
-    name: ClassVar[str] = "openenv"
     description: ClassVar[str] = "Any OpenEnv server (--env openenv:<url>): reset/step over WebSocket"
     max_steps: ClassVar[int] = DEFAULT_MAX_STEPS
     task_types: ClassVar[tuple[str, ...]] = ("task",)

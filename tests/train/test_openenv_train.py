@@ -37,13 +37,13 @@ def _stairs(tmp_path, url: str, *extra: str):
 def estimator_inputs(monkeypatch):
     """Every StepBatch an estimator receives during the test."""
     seen = []
-    original = Estimator.estimate
+    original = Estimator.compute_output
 
     def recording(self, batch):
         seen.append(batch)
         return original(self, batch)
 
-    monkeypatch.setattr(Estimator, "estimate", recording)
+    monkeypatch.setattr(Estimator, "compute_output", recording)
     return seen
 
 
