@@ -5,6 +5,9 @@ server read with OpenEnv's own client and stepped side by side with the in-proce
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import sys
+from importlib import resources
 
 import pytest
 
@@ -34,6 +37,42 @@ def test_the_adapter_plays_an_openenv_game():
         assert [s.state_key for s in steps[:3]] == [f"You stand on stair {k} of 3." for k in (1, 1, 2)]
         assert [(s.reward, s.done, s.won, s.score) for s in steps] == [(0, False, False, 0)] * 3 + [(1, True, True, 1)]
         assert not any(s.crashed for s in steps)
+
+
+def _openenv_example(root, name: str = "echo_game") -> object:
+    """The environment ``openenv init NAME`` writes (OpenEnv's own example: an echo server), rendered from the
+    package's template into ``root`` and imported; returns its FastAPI app. The placeholders are filled as
+    ``openenv init`` fills them (its CLI would cost seconds of imports and a ``uv lock``)."""
+    template = resources.files("openenv") / "cli" / "templates" / "openenv_env"
+    fill = {"__ENV_CLASS_NAME__": "EchoGame", "__ENV_TITLE_NAME__": "Echo Game", "__ENV_NAME__": name}
+    for path in (template / p for p in ("__init__.py", "models.py", "client.py", "server/__init__.py", "server/app.py",
+                                        "server/__ENV_NAME___environment.py")):
+        text, relative = path.read_text(), str(path)[len(str(template)) + 1:]
+        for placeholder, value in fill.items():
+            text, relative = text.replace(placeholder, value), relative.replace(placeholder, value)
+        (root / name / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / name / relative).write_text(text)
+    sys.path.insert(0, str(root))
+    try:
+        return importlib.import_module(f"{name}.server.app").app
+    finally:
+        sys.path.remove(str(root))
+        for module in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+            del sys.modules[module]
+
+
+def test_the_adapter_plays_openenv_s_own_example_environment(tmp_path):
+    # the echo environment: it says its message back, rewards 0.1 a character up to 1, never ends, lists no actions
+    options = {"action_field": "message", "observation_field": "echoed_message", "max_steps": 3}
+    with running(_openenv_example(tmp_path)) as url, EnvPool("openenv", {"url": url, **options}) as pool:
+        (start,) = pool.reset([("train", 0, 0)])
+        assert start.observation == start.state_key == "Echo Game environment ready!"
+        assert start.admissible_actions == ()  # generate mode only: the model's free text is the action
+        steps = [pool.step({0: text})[0] for text in ("go north", "take the key from the drawer")]
+        assert [(s.observation, s.state_key, s.reward, s.done, s.won) for s in steps] == [
+            ("go north", "go north", pytest.approx(0.8), False, False),
+            ("take the key from the drawer", "take the key from the drawer", 1.0, False, False)]
+        assert steps[0].extra == {"original_message": "go north", "step": 1}  # the observation's metadata
 
 
 def test_a_missing_observation_field_names_the_fields_it_has():
