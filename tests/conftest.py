@@ -88,6 +88,7 @@ INTEGRATION_TESTS = {  # module -> tests (any parameters) of otherwise fast modu
                   "test_bad_options_raise_the_environments_error",
                   "test_reset_that_kills_the_worker_raises_then_pool_recovers"},
     "test_layers": {"test_libraries_import_no_cli_module"},
+    "test_failures": {"test_a_training_run_keeps_failed_episodes_from_the_estimator"},
 }
 TRAINING_FIXTURES = frozenset({"resume_setup", "straight_run"})
 ALWAYS_INTEGRATION = ("slow", "ray", "vllm")

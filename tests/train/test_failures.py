@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from estimators.base import Estimator
+from gagpo_cli.config import load_config
 from gagpo_cli.train.acting.failures import EnvironmentFailures, check_failures, drop_failed
 from gagpo_cli.train.acting.rollout import Rollout, StepRow
+from gagpo_cli.train.recipe import train
+from gagpo_cli.train.records import read_metrics
 
 
 def _rows(spec: list[tuple[int, int, int, bool]]) -> list[StepRow]:
@@ -48,3 +52,23 @@ def test_too_many_failures_or_nothing_left_is_one_line():
     with pytest.raises(EnvironmentFailures, match="no rollout group kept 2 episodes"):
         check_failures(report, 0, 0.9, 7)
     check_failures(report, 1, 0.9, 7)  # under the share, rows left: the iteration goes on
+
+
+def test_a_training_run_keeps_failed_episodes_from_the_estimator(plugin, tmp_path, monkeypatch):
+    # the in-process engine raises when an episode looks around at its second step: some episodes of a group
+    # fail, the others go on (the path an OpenEnv server's failures take too: tests/train/test_openenv_train.py)
+    seen = []
+    original = Estimator.compute_output
+    monkeypatch.setattr(Estimator, "compute_output", lambda self, batch: seen.append(batch) or original(self, batch))
+    cfg = load_config(None, ["model.name=bow-mlp", "rollout.action_mode=score", "env.name=corridor-faulty",
+                             "env.options.raise_action=look", "env.options.raise_step=1", "env.max_steps=2",
+                             "rollout.tasks_per_batch=4", "rollout.group_size=4", "rollout.max_failed_share=1.0",
+                             "train.iterations=1", "train.eval_every=0", "train.eval_episodes=0", "train.threads=1",
+                             f"logging.output_dir={tmp_path}"])
+    (metrics,) = read_metrics(train(cfg))
+    (batch,) = seen
+    assert 0 < metrics["rollout/failed_episodes"] <= metrics["rollout/dropped_episodes"] < 16
+    assert len(set(batch.traj_ids.tolist())) == 16 - metrics["rollout/dropped_episodes"]
+    for group in set(batch.group_ids.tolist()):  # every group left compares at least two episodes
+        assert len(set(batch.traj_ids[batch.group_ids == group].tolist())) >= 2
+    assert "" not in set(batch.next_state_keys.tolist())  # no crashed step (it led to no state)
