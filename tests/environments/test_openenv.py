@@ -15,6 +15,7 @@ pytest.importorskip("openenv", reason="the openenv extra is not installed (pip i
 
 from openenv.core import GenericEnvClient  # noqa: E402
 from openenv_servers import STAIRS_OPTIONS, running, stairs_app  # noqa: E402
+from support import assert_one_error_line, run_cli  # noqa: E402
 
 from environments.base import resolve_env_spec  # noqa: E402
 from environments.pool import EnvPool  # noqa: E402
@@ -137,3 +138,24 @@ def test_gagpo_serve_steps_exactly_as_the_in_process_environment():
             there, here = remote.step(actions), local.step(actions)
             assert [dataclasses.replace(there[i], extra={}) for i in range(3)] == [
                 dataclasses.replace(here[i], extra={}) for i in range(3)]
+
+
+@pytest.mark.parametrize("env", ["sokoban", "webshop"])
+def test_gagpo_serve_serves_sokoban_and_webshop_as_in_process(env):
+    with running(build_app(env)) as url, EnvPool("openenv", {"url": url}) as remote, EnvPool(env) as local:
+        (last,) = local.reset([("train", 2, 5)])
+        assert remote.environment_info.name == env and remote.reset([("train", 2, 5)]) == [last]
+        for _ in range(3):  # the first listed action each turn
+            action = {0: (last.admissible_actions or ("look",))[0]}
+            there, last = remote.step(action)[0], local.step(action)[0]
+            assert dataclasses.replace(there, extra={}) == dataclasses.replace(last, extra={})
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["serve", "alfworld", "--port", "0"], ["--port", "1..65535"]),
+    (["serve", "alfworld", "--max-sessions", "0"], ["--max-sessions"]),
+    (["serve", "alfwrld"], ["alfwrld", "alfworld"]),
+    (["serve", "alfworld", "-o", "nonsense=1"], ["nonsense"]),
+])
+def test_gagpo_serve_bad_input_is_one_line(args, words):
+    assert_one_error_line(*run_cli(args), words)
