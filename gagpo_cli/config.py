@@ -123,6 +123,9 @@ class RolloutConfig:
                        "score (WebShop's purchase score).")
     # docs/algorithms.md#rewards-and-penalties: minus 0.1 on a malformed step
     invalid_penalty: float = _key(0.1, "Penalty of a step whose answer holds no `<action>...</action>`.")
+    max_failed_share: float = _key(0.5, "Stop the run (checkpoint saved) when more than this share of an iteration's "
+                                   "episodes failed (the environment raised, timed out or dropped its connection); "
+                                   "failed episodes never enter the estimator.")
     action_mode: str = _key("generate", "`generate` (the model writes the action, the paper's) | `score` (the "
                             "policy ranks the admissible actions) | another registered mode (`gagpo list "
                             "action-modes`).")
