@@ -77,6 +77,17 @@ def run_score(run: Run, path: tuple[str, ...]) -> float:
         raise UsageError(f"{eval_file}: no number at {'.'.join(path)} (valid --metric: {', '.join(METRICS)})") from None
 
 
+def run_episodes(run: Run, path: tuple[str, ...]) -> int | None:
+    """The evaluation episodes behind the metric in the run's ``eval.json`` (``episodes``, or
+    ``per_type_episodes[<type>]`` for a task type); None when it does not say."""
+    try:
+        node: Any = json.loads(RunLayout(run.run_dir).final_eval.read_text(encoding="utf-8"))
+        count = node["per_type_episodes"][path[1]] if path[0] == "per_type" else node["episodes"]
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None
+    return int(count) if isinstance(count, int) and not isinstance(count, bool) and count > 0 else None
+
+
 def _build(spec: str | None, grid: Sequence[str], preset: str | None, sets: Sequence[str], flags: dict[str, Any],
            name: str | None, max_seeds: int | None) -> Sweep:
     """The sweep over seeds 0..cap-1: ``--max-seeds``, else the recorded cap, else the default."""
@@ -153,7 +164,8 @@ def until_decided_command(spec: str | None, grid: Sequence[str], preset: str | N
 
     try:
         until_decided(state, launch, lambda cell, seed: run_score(by_key[(cell, seed)], path),
-                      lambda s: save_state(sweep.root, s))
+                      lambda s: save_state(sweep.root, s),
+                      episodes=lambda cell, seed: run_episodes(by_key[(cell, seed)], path))
     except RoundFailed:
         console.print("[red]a run of this round failed or is still running elsewhere[/red]: the round is not "
                       "analysed; the same command retries it", highlight=False)
