@@ -58,7 +58,7 @@ INTEGRATION_MODULES = frozenset({
     # the command line end to end (fresh interpreters or whole commands in-process)
     "test_bad_input", "test_eval_cli", "test_eval_replay", "test_play", "test_prompting",
     "test_third_party_plugin", "test_quickstart", "test_sweep_e2e", "test_sweep_settings",
-    "test_sweep_peers", "test_estimators_cli",
+    "test_sweep_peers", "test_estimators_cli", "test_sweep_locks",
     # real game engines and rollout engines
     "test_alfworld", "test_alfworld_eval_order", "test_alfworld_textworld", "test_vllm_engine",
 })
@@ -86,7 +86,7 @@ TRAINING_FIXTURES = frozenset({"resume_setup", "straight_run"})
 ALWAYS_INTEGRATION = ("slow", "ray", "vllm")
 HEAVY_MODULES = frozenset({  # two gloo processes training, or sweeps running two trainings at once (and Ray)
     "test_distributed", "test_distributed_agreement", "test_distributed_stop", "test_fsdp_training",
-    "test_sharding", "test_sweep_e2e",
+    "test_sharding", "test_sweep_e2e", "test_sweep_locks",
 })
 HEAVY_TESTS = {"test_sweep_settings": {"test_the_jobs_split_caps_a_cells_train_threads"},  # --jobs 2
                "test_gpu_check": {"test_cpu_mode_passes_every_check_it_can_run"}}  # 2 gloo processes

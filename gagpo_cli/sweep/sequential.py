@@ -8,16 +8,17 @@ Looks (fixed by the design, never by the data): ``FIRST_LOOK`` seeds, then every
 more (4, 6, 8, ...). Round k runs seeds 0..n_k - 1 of the cells still running (seeds already done
 are skipped by the launcher). The baseline runs while any comparison does.
 
-The state is one JSON file in the sweep folder (``STATE_FILE``), written atomically after each
-round: the design (fixed at the first run: alpha, baseline, metric, min-effect, horizon = the first
-``--max-seeds``, the compared cells), the current cap, the boundaries used at each look and every
-comparison's last look and decision. An interrupted run resumes the round it was in; a larger
-``--max-seeds`` later reopens the comparisons that stopped at the old cap.
+The state is one strict-JSON file in the sweep folder (``STATE_FILE``), written atomically after each
+round: the design (fixed at the first look: alpha, baseline, metric, min-effect, horizon = the first
+``--max-seeds``, the compared cells), the current cap, the boundaries used at each look, every
+comparison's last look and decision, and the runs each look read (``sequential_record.py``, which
+also checks the file when it is read). An interrupted run resumes the round it was in; a larger
+``--max-seeds`` later reopens the comparisons that stopped at the old cap. A design with no look yet
+(its first round failed or was stopped) is replaced by the options of the next command.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -26,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from gagpo_cli.errors import UsageError
-from gagpo_core.atomic import atomic_write_json
+from gagpo_cli.sweep import sequential_record
+from gagpo_cli.write_errors import write_json_or_refuse
 from stats.group_sequential import (
     RESERVE,
     decision,
@@ -103,6 +105,7 @@ class SequentialState:
     max_seeds: int
     looks: list[dict[str, float]] = field(default_factory=list)
     comparisons: dict[str, Comparison] = field(default_factory=dict)
+    record: dict[str, Any] = field(default_factory=lambda: {"looks": [], "runs": {}})  # sequential_record.py
 
     def __post_init__(self) -> None:
         for name in self.design.comparisons:
@@ -152,13 +155,14 @@ class SequentialState:
     def to_dict(self) -> dict[str, Any]:
         return {"procedure": PROCEDURE, "design": {**asdict(self.design), "comparisons": list(self.design.comparisons)},
                 "max_seeds": self.max_seeds, "looks": self.looks,
-                "comparisons": {k: asdict(v) for k, v in self.comparisons.items()}}
+                "comparisons": {k: asdict(v) for k, v in self.comparisons.items()}, "record": self.record}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SequentialState:
         design = Design(**{**data["design"], "comparisons": tuple(data["design"]["comparisons"])})
         return cls(design, int(data["max_seeds"]), list(data["looks"]),
-                   {k: Comparison(**v) for k, v in data["comparisons"].items()})
+                   {k: Comparison(**v) for k, v in data["comparisons"].items()},
+                   data.get("record") or {"looks": [], "runs": {}})
 
 
 def until_decided(state: SequentialState, launch: Launch, score: Score, save: Callable[[SequentialState], None],
@@ -176,6 +180,16 @@ def until_decided(state: SequentialState, launch: Launch, score: Score, save: Ca
     return state
 
 
+def check_can_decide(design: Design) -> None:
+    """A one-line ``UsageError`` when the design could not decide anything up to its horizon: its boundary
+    at the last planned look is infinite (an alpha too small to spend)."""
+    z, t, _ = design_boundary(design, tuple(planned_looks(design.horizon)))
+    if not (np.isfinite(z) and np.isfinite(t)):
+        raise UsageError(f"--alpha {design.alpha:g} over {len(design.comparisons)} comparison(s) "
+                         f"({design.alpha_each:g} each) is too small to decide anything within {design.horizon} "
+                         "seeds: its boundaries are infinite; give a larger --alpha")
+
+
 def refuse_without_until_decided(options: dict[str, Any]) -> None:
     """A decision option (baseline, max_seeds, ...) given without ``--until-decided``: one-line ``UsageError``."""
     given = next((k for k, v in options.items() if v is not None), None)
@@ -187,19 +201,34 @@ def refuse_without_until_decided(options: dict[str, Any]) -> None:
 
 
 def load_state(folder: Path) -> SequentialState | None:
-    """The state recorded in ``folder`` (None when there is none); an unreadable one is a ``UsageError``."""
+    """The state recorded in ``folder`` (None when there is none); one that is not strict JSON or fails
+    ``sequential_record.problems`` is a one-line ``UsageError`` naming every problem."""
     path = Path(folder) / STATE_FILE
-    if not path.is_file():
+    if not path.exists():
         return None
+    if not path.is_file():
+        raise UsageError(f"{path} is not a file; the decision state of this sweep goes there: move it away, "
+                         f"or {sequential_record.NEW_DESIGN}")
     try:
-        return SequentialState.from_dict(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"{path}: unreadable sequential state ({type(exc).__name__}); delete it to start "
-                         "the decisions over") from None
+        data = sequential_record.strict_loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: unreadable decision state ({type(exc).__name__}: not strict JSON); put back the "
+                         f"file the tool wrote, or {sequential_record.NEW_DESIGN}") from None
+    checked = sequential_record.checked(data, path, FIRST_LOOK, ROUND_SEEDS, _metric_ok)
+    return SequentialState.from_dict(checked)
+
+
+def _metric_ok(metric: str) -> bool:
+    parts = metric.split(".")
+    return parts in (["success_rate"], ["score"]) or (len(parts) == 2 and parts[0] == "per_type" and bool(parts[1]))
 
 
 def save_state(folder: Path, state: SequentialState) -> None:
-    atomic_write_json(Path(folder) / STATE_FILE, state.to_dict())
+    """Write the state atomically as strict JSON (``sequential_record.encode``); a failed write (a full
+    disk) is a one-line ``UsageError`` naming the file, the previous state left in place."""
+    path = Path(folder) / STATE_FILE
+    data = sequential_record.encode(state.to_dict())
+    write_json_or_refuse(path, data, "the previous decision state is unchanged")
 
 
 def resume_or_start(folder: Path, cells: Sequence[str], *, baseline: str | None, metric: str | None,
@@ -211,10 +240,19 @@ def resume_or_start(folder: Path, cells: Sequence[str], *, baseline: str | None,
     if baseline is not None and baseline not in cells:
         raise UsageError(f"--baseline {baseline!r} is not a cell of this sweep; cells: {', '.join(cells)}")
     state = load_state(folder)
+    if state is not None and not state.looks:  # no look yet: nothing was decided, a new design voids nothing
+        recorded = state.design
+        baseline = baseline if baseline is not None else recorded.baseline if recorded.baseline in cells else None
+        metric = metric if metric is not None else recorded.metric
+        alpha = alpha if alpha is not None else recorded.alpha
+        min_effect = min_effect if min_effect is not None else recorded.min_effect
+        max_seeds = max_seeds or recorded.horizon
+        state = None
     if state is None:
         baseline = baseline or cells[0]
         design = Design(DEFAULT_ALPHA if alpha is None else alpha, baseline, metric or DEFAULT_METRIC, min_effect,
                         max_seeds or DEFAULT_MAX_SEEDS, tuple(c for c in cells if c != baseline))
+        check_can_decide(design)
         return SequentialState(design, design.horizon)
     recorded = state.design
     given = {"baseline": baseline, "metric": metric, "alpha": alpha, "min_effect": min_effect}
