@@ -12,6 +12,7 @@ is writing now (its writer lock held: ``folder_locks``) is named in a warning: i
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -47,8 +48,8 @@ def build_table(runs: list, number: int | None, paper: bool, baseline: str | Non
     needed are sized for ``min_effect`` points (None: the observed difference)."""
     if number not in (None, 1, 2):
         raise UsageError(f"--table must be 1 or 2 (or omitted for a generic table), got {number}")
-    if min_effect is not None and not min_effect > 0:
-        raise UsageError(f"--min-effect must be a positive number of points, got {min_effect}")
+    if min_effect is not None and not (math.isfinite(min_effect) and min_effect > 0):
+        raise UsageError(f"--min-effect must be a positive, finite number of points, got {min_effect}")
     table = paper_table(runs, number, value) if number else generic_table(runs, value)
     table.min_effect = min_effect
     if baseline is not None:

@@ -40,7 +40,7 @@ from gagpo_cli.sweep.sequential_record import (
     settings_fingerprint,
 )
 from gagpo_cli.sweep.sequential_report import print_sequential
-from gagpo_cli.sweep.spec import Run, Sweep, build_sweep
+from gagpo_cli.sweep.spec import MAX_SEEDS, Run, Sweep, build_sweep
 from gagpo_cli.sweep.verify import check_run_settings, recorded, recorded_form
 from gagpo_cli.train.config_match import RESULT_NEUTRAL, config_changes
 from gagpo_core import plugins
@@ -58,8 +58,9 @@ def check_options(max_seeds: int | None, alpha: float | None, min_effect: float 
     if seeds is not None:
         raise UsageError(f"--until-decided runs seeds in rounds ({FIRST_LOOK}, then {ROUND_SEEDS} more each) up to "
                          "--max-seeds; leave out --seeds")
-    if max_seeds is not None and max_seeds < FIRST_LOOK:
-        raise UsageError(f"--max-seeds must be at least {FIRST_LOOK} (the first round's seeds), got {max_seeds}")
+    if max_seeds is not None and not FIRST_LOOK <= max_seeds <= MAX_SEEDS:
+        raise UsageError(f"--max-seeds must be at least {FIRST_LOOK} (the first round's seeds) and at most "
+                         f"{MAX_SEEDS}, got {max_seeds}")
     if alpha is not None and not (math.isfinite(alpha) and 0 < alpha < 1):
         raise UsageError(f"--alpha is an error rate strictly between 0 and 1, got {alpha:g}")
     if min_effect is not None and not (math.isfinite(min_effect) and min_effect > 0):
@@ -91,7 +92,7 @@ def check_metric_holds(sweep: Sweep, metric: str) -> None:
         types = tuple(getattr(plugins.load(plugins.ENVIRONMENTS, cfg.env.name), "task_types", ()) or ())
         if types and parts[1] not in types:
             raise UsageError(f"--metric {metric}: {cfg.env.name} (cell '{cell.name}') has no task type "
-                             f"'{parts[1]}'; its types: {', '.join(types)}")
+                             f"'{parts[1]}'; its types: {', '.join(types)}; give another --metric")
 
 
 def check_same_settings(sweep: Sweep, state: SequentialState) -> None:
@@ -195,6 +196,9 @@ def until_decided_command(spec: str | None, grid: Sequence[str], preset: str | N
     if status:
         state = _state(sweep, options)
         check_run_settings(sweep)
+        check_same_settings(sweep, state)
+        check_recorded_runs(state.record, {(r.cell.name, r.seed): r.run_dir for r in sweep.runs},
+                            metric_path(state.design.metric), sweep.root / STATE_FILE)
         upto = state.next_look() or (int(state.looks[-1]["n"]) if state.looks else 0)
         shown = [r for r in sweep.runs if r.seed < upto]
         console.print(status_table(sweep, {r: r.state() for r in shown}, shown))

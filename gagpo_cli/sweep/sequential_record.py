@@ -41,9 +41,17 @@ def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not JSON")
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is beyond the range of a number")
+    return value
+
+
 def strict_loads(text: str) -> Any:
-    """``json.loads`` that refuses NaN, Infinity and -Infinity (Python's json reads them by default)."""
-    return json.loads(text, parse_constant=_reject_constant)
+    """``json.loads`` that refuses NaN, Infinity and -Infinity (Python's json reads them by default) and
+    numbers too large to be finite (1e999)."""
+    return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
 
 
 def encode(data: dict[str, Any]) -> dict[str, Any]:
