@@ -35,7 +35,7 @@ from gagpo_cli.config import parse_key_value
 from gagpo_cli.console import Heartbeat
 from gagpo_cli.episodes import choose_split, evaluation_specs, play_episodes, record_of, summarize
 from gagpo_cli.errors import UsageError, user_input, warn
-from gagpo_cli.eval_checks import check_action_mode, check_caps, check_request
+from gagpo_cli.eval_checks import check_action_mode, check_caps, check_policy_path, check_request
 from gagpo_cli.output_paths import output_file
 from gagpo_cli.prompting import DEFAULT_MEMORY, DEFAULT_TRIALS, check_agent, prompting_agent
 from gagpo_core.atomic import atomic_write_json
@@ -205,6 +205,8 @@ def eval_settings(policy: str, env: str | None, episodes: int | None, split: str
     run = None
     if Path(policy).exists():
         from gagpo_cli.train.acting.agent import run_config
+
+        check_policy_path(policy)  # a set-aside checkpoint, a run whose config.yaml is not a file
 
         run = run_config(policy)
     if run is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,10 +48,19 @@ def free_space(path: Path) -> int | None:
     return None
 
 
+def _said(exc: BaseException) -> str:
+    """The system's words for the space error a library reported in its own text (else its text)."""
+    text = str(exc)
+    for code in (errno.EDQUOT, errno.EROFS):
+        if os.strerror(code) in text:
+            return os.strerror(code)
+    return os.strerror(errno.ENOSPC) if is_space_error(exc) else text
+
+
 def write_failure(path: Path, exc: BaseException, needed: int | None, kept: str) -> UsageError:
     """The one-line error of a write of ``path`` that failed with ``exc``: why, the space ``needed`` (None:
     unknown), the space free, and what was ``kept``."""
-    why = getattr(exc, "strerror", None) or ("no space left on device" if is_space_error(exc) else str(exc))
+    why = getattr(exc, "strerror", None) or _said(exc)
     free = free_space(path)
     room = []
     if needed is not None:

@@ -58,7 +58,8 @@ INTEGRATION_MODULES = frozenset({
     # the command line end to end (fresh interpreters or whole commands in-process)
     "test_bad_input", "test_eval_cli", "test_eval_replay", "test_play", "test_prompting",
     "test_third_party_plugin", "test_quickstart", "test_sweep_e2e", "test_sweep_settings",
-    "test_sweep_peers", "test_estimators_cli", "test_sweep_locks", "test_sequential_guard",
+    "test_sweep_peers", "test_estimators_cli", "test_sweep_locks", "test_sequential_guard", "test_bad_input_guards",
+    "test_resume_guard",
     # real game engines and rollout engines
     "test_alfworld", "test_alfworld_eval_order", "test_alfworld_textworld", "test_vllm_engine",
 })
