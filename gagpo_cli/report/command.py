@@ -111,15 +111,9 @@ def being_written(runs: list[RunRecord]) -> list[str]:
     return found
 
 
-def report_command(paths: list[Path], number: int | None = None, out: Path | str | None = None,
-                   paper: bool = False, figures: bool = False, console: Console | None = None,
-                   baseline: str | None = None, min_effect: float | None = None) -> ReportTable:
-    """What ``gagpo report`` does; returns the table. ``out`` is checked before anything is read; the
-    files are made in a temporary folder and moved into ``out`` only when all of them are written
-    (``gagpo_core.atomic.atomic_fill_dir``), so a failure leaves no partial report."""
-    console = console or Console()
-    out = output_folder(str(out), "--out", must_be_empty=False) if out is not None else DEFAULT_OUT
-    runs, warnings = load_runs(list(paths))
+def _finished(runs: list[RunRecord], warnings: list[str], paths: list[Path]) -> list[RunRecord]:
+    """The finished runs, after the warnings of what was read (and of runs being written now); none is a
+    ``UsageError`` whose one line holds the reasons."""
     writing = being_written(runs)
     finished = [r for r in runs if r.finished]
     if not finished:
@@ -131,6 +125,19 @@ def report_command(paths: list[Path], number: int | None = None, out: Path | str
         raise UsageError(f"nothing to report in {', '.join(str(p) for p in paths)}: {problem}")
     for warning in warnings + [f"{w}: reported as it is now" for w in writing]:
         warn(warning)
+    return finished
+
+
+def report_command(paths: list[Path], number: int | None = None, out: Path | str | None = None,
+                   paper: bool = False, figures: bool = False, console: Console | None = None,
+                   baseline: str | None = None, min_effect: float | None = None) -> ReportTable:
+    """What ``gagpo report`` does; returns the table. ``out`` is checked before anything is read; the
+    files are made in a temporary folder and moved into ``out`` only when all of them are written
+    (``gagpo_core.atomic.atomic_fill_dir``), so a failure leaves no partial report."""
+    console = console or Console()
+    out = output_folder(str(out), "--out", must_be_empty=False) if out is not None else DEFAULT_OUT
+    runs, warnings = load_runs(list(paths))
+    finished = _finished(runs, warnings, paths)
     table = build_table(finished, number, paper, baseline, min_effect=min_effect)
     if len(finished) < len(runs):
         stale = sum(1 for r in runs if r.evaluation is not None and not r.finished)

@@ -92,7 +92,7 @@ def test_unpaired_when_seeds_differ_and_seeds_needed_when_unsettled(tmp_path):
     row = table_row(pd.read_csv(tmp_path / "out" / "table1.csv"), "GAGPO")
     assert row["WebShop Succ. seeds needed"] == st.seeds_needed(10.0, spread) < st.seeds_needed(3.0, spread)
     assert "seeds per method to detect a difference of 10 points" in (tmp_path / "out" / "table1.md").read_text()
-    with pytest.raises(UsageError, match="--min-effect must be a positive number"):
+    with pytest.raises(UsageError, match="--min-effect must be a positive, finite number"):
         report_command([root], 1, tmp_path / "out", min_effect=-1.0)
 
 
