@@ -20,7 +20,7 @@ also checks the file when it is read). An interrupted run resumes the round it w
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,10 @@ from gagpo_cli.errors import UsageError
 from gagpo_cli.sweep import sequential_record
 from gagpo_cli.write_errors import write_json_or_refuse
 from stats.group_sequential import (
+    BETTER,
+    NO_DIFFERENCE,
     RESERVE,
+    WORSE,
     decision,
     look_boundary,
     repeated_interval,
@@ -46,6 +49,7 @@ PROCEDURE = ("group-sequential paired t-test (Lan-DeMets O'Brien-Fleming-type al
              f"{RESERVE:.0%} of alpha kept for seeds past the first --max-seeds), repeated confidence "
              "intervals at level 1 - alpha, alpha split evenly between the comparisons (Bonferroni)")
 RUNNING, CAPPED = "running", "cap"
+STATUSES = (RUNNING, BETTER, WORSE, NO_DIFFERENCE, CAPPED)  # a comparison's; the first: still running
 
 Launch = Callable[[Sequence[str], Sequence[int]], None]  # make seeds' runs of these cells done
 Score = Callable[[str, int], float]  # the metric of one (cell, seed) run
@@ -214,8 +218,9 @@ def load_state(folder: Path) -> SequentialState | None:
     except (OSError, ValueError) as exc:
         raise UsageError(f"{path}: unreadable decision state ({type(exc).__name__}: not strict JSON); put back the "
                          f"file the tool wrote, or {sequential_record.NEW_DESIGN}") from None
-    checked = sequential_record.checked(data, path, FIRST_LOOK, ROUND_SEEDS, _metric_ok)
-    return SequentialState.from_dict(checked)
+    schema = sequential_record.Schema(tuple(f.name for f in fields(Design)), tuple(f.name for f in fields(Comparison)),
+                                      STATUSES, FIRST_LOOK, ROUND_SEEDS, _metric_ok)
+    return SequentialState.from_dict(sequential_record.checked(data, path, schema))
 
 
 def _metric_ok(metric: str) -> bool:

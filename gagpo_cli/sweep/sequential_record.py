@@ -19,7 +19,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,6 @@ from gagpo_cli.run_layout import RunLayout
 from gagpo_cli.train.config_match import RESULT_NEUTRAL, flat
 
 RANGE = (0.0, 100.0)  # success_rate, score and per_type.<type> in eval.json are percentages / points of 100
-STATUSES = ("running", "better", "worse", "no difference", "cap")
 NEW_DESIGN = "give the sweep another --name to start a new design (the runs stay where they are)"
 
 
@@ -73,18 +73,30 @@ def encode(data: dict[str, Any]) -> dict[str, Any]:
 
 def decode(data: dict[str, Any]) -> dict[str, Any]:
     """Inverse of ``encode`` on a checked state: a look's None boundary is infinite; a looked-at
-    comparison's None interval end is unbounded."""
+    comparison's None interval end (where the state has interval ends) is unbounded."""
     for look in data["looks"]:
         for key, value in look.items():
             if key != "n" and value is None:
                 look[key] = math.inf
     for comparison in data["comparisons"].values():
         if comparison.get("seeds"):
-            if comparison.get("low") is None:
-                comparison["low"] = -math.inf
-            if comparison.get("high") is None:
-                comparison["high"] = math.inf
+            for key, unbounded in (("low", -math.inf), ("high", math.inf)):
+                if key in comparison and comparison[key] is None:
+                    comparison[key] = unbounded
     return data
+
+
+@dataclass(frozen=True)
+class Schema:
+    """What a state may hold: the design's keys, a comparison's keys and its statuses, the looks' seed
+    counts (``FIRST_LOOK``, then every ``ROUND_SEEDS``), and which metric names are valid."""
+
+    design_keys: tuple[str, ...]
+    comparison_keys: tuple[str, ...]
+    statuses: tuple[str, ...]
+    first_look: int
+    round_seeds: int
+    metric_ok: Callable[[str], bool]
 
 
 # ---------------------------------------------------------------------------- checks on load
@@ -98,9 +110,8 @@ def _whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def problems(data: Any, first_look: int, round_seeds: int, metric_ok: Any) -> list[str]:
-    """Every problem of a state read from the file (empty: it can be used). ``metric_ok(metric)`` says
-    whether a metric name is valid."""
+def problems(data: Any, schema: Schema) -> list[str]:
+    """Every problem of a state read from the file (empty: it can be used)."""
     if not isinstance(data, dict):
         return ["it is not a JSON object"]
     found: list[str] = []
@@ -110,17 +121,17 @@ def problems(data: Any, first_look: int, round_seeds: int, metric_ok: Any) -> li
     design = data["design"]
     if not isinstance(design, dict):
         return ["design is not an object"]
-    found += _design_problems(design, first_look, metric_ok)
+    found += _design_problems(design, schema)
     max_seeds = data["max_seeds"]
-    if not (_whole(max_seeds) and max_seeds >= first_look):
-        found.append(f"max_seeds must be a whole number >= {first_look}, got {max_seeds!r}")
-    found += _look_problems(data["looks"], first_look, round_seeds)
-    found += _comparison_problems(data["comparisons"], design, data["looks"])
+    if not (_whole(max_seeds) and max_seeds >= schema.first_look):
+        found.append(f"max_seeds must be a whole number >= {schema.first_look}, got {max_seeds!r}")
+    found += _look_problems(data["looks"], schema)
+    found += _comparison_problems(data["comparisons"], design, data["looks"], schema)
     found += _record_problems(data.get("record", {"looks": [], "runs": {}}))
     return found
 
 
-def _design_problems(design: dict[str, Any], first_look: int, metric_ok: Any) -> list[str]:
+def _design_problems(design: dict[str, Any], schema: Schema) -> list[str]:
     found = []
     alpha = design.get("alpha")
     if not (_number(alpha) and 0 < alpha < 1):
@@ -128,30 +139,32 @@ def _design_problems(design: dict[str, Any], first_look: int, metric_ok: Any) ->
     if not (isinstance(design.get("baseline"), str) and design["baseline"]):
         found.append(f"design.baseline must be a cell name, got {design.get('baseline')!r}")
     metric = design.get("metric")
-    if not (isinstance(metric, str) and metric_ok(metric)):
+    if not (isinstance(metric, str) and schema.metric_ok(metric)):
         found.append(f"design.metric is no metric of eval.json: {metric!r}")
     effect = design.get("min_effect")
     if effect is not None and not (_number(effect) and effect > 0):
         found.append(f"design.min_effect must be null or a number > 0, got {effect!r}")
     horizon = design.get("horizon")
-    if not (_whole(horizon) and horizon >= first_look):
-        found.append(f"design.horizon must be a whole number >= {first_look}, got {horizon!r}")
+    if not (_whole(horizon) and horizon >= schema.first_look):
+        found.append(f"design.horizon must be a whole number >= {schema.first_look}, got {horizon!r}")
     cells = design.get("comparisons")
     if not (isinstance(cells, list) and cells and all(isinstance(c, str) and c for c in cells)
             and len(set(cells)) == len(cells) and design.get("baseline") not in cells):
         found.append(f"design.comparisons must list the compared cells once each, not the baseline, got {cells!r}")
-    unknown = sorted(set(design) - {"alpha", "baseline", "metric", "min_effect", "horizon", "comparisons"})
-    if unknown:
-        found.append(f"design has unknown key(s) {', '.join(unknown)}")
+    unknown = sorted(set(design) - set(schema.design_keys))
+    missing = sorted(set(schema.design_keys) - set(design))
+    if unknown or missing:
+        found.append("design has " + "; ".join(filter(None, [unknown and f"unknown key(s) {', '.join(unknown)}",
+                                                              missing and f"no {', '.join(missing)}"])))
     return found
 
 
-def _look_problems(looks: Any, first_look: int, round_seeds: int) -> list[str]:
+def _look_problems(looks: Any, schema: Schema) -> list[str]:
     if not isinstance(looks, list) or not all(isinstance(look, dict) for look in looks):
         return ["looks must be a list of objects"]
     found = []
     for k, look in enumerate(looks, 1):
-        expected = first_look + (k - 1) * round_seeds
+        expected = schema.first_look + (k - 1) * schema.round_seeds
         if look.get("n") != expected or not _whole(look.get("n")):
             found.append(f"look {k} must be at {expected} seeds, got {look.get('n')!r}")
         for key, value in look.items():
@@ -160,7 +173,7 @@ def _look_problems(looks: Any, first_look: int, round_seeds: int) -> list[str]:
     return found
 
 
-def _comparison_problems(comparisons: Any, design: dict[str, Any], looks: Any) -> list[str]:
+def _comparison_problems(comparisons: Any, design: dict[str, Any], looks: Any, schema: Schema) -> list[str]:
     if not isinstance(comparisons, dict) or not all(isinstance(c, dict) for c in comparisons.values()):
         return ["comparisons must map cell names to objects"]
     found = []
@@ -170,28 +183,37 @@ def _comparison_problems(comparisons: Any, design: dict[str, Any], looks: Any) -
     last = looks[-1].get("n") if rounds and isinstance(looks[-1], dict) else 0
     limit = last if _whole(last) else 0
     for name, c in comparisons.items():
-        unknown = sorted(set(c) - {"status", "round", "seeds", "mean", "sd", "low", "high"})
+        unknown = sorted(set(c) - set(schema.comparison_keys))
         if unknown:
             found.append(f"comparison {name}: unknown key(s) {', '.join(unknown)}")
-        if c.get("status") not in STATUSES:
-            found.append(f"comparison {name}: status must be one of {', '.join(STATUSES)}, got {c.get('status')!r}")
+        status = c.get("status")
+        if status not in schema.statuses:
+            found.append(f"comparison {name}: status must be one of {', '.join(schema.statuses)}, got {status!r}")
         rnd = c.get("round")
         if rnd is not None and not (_whole(rnd) and 1 <= rnd <= rounds):
             found.append(f"comparison {name}: round must be null or a look 1..{rounds}, got {rnd!r}")
-        if c.get("status") in STATUSES and c["status"] != "running" and rnd is None:
+        if status in schema.statuses and status != schema.statuses[0] and rnd is None:
             found.append(f"comparison {name}: a decided or capped comparison names its round")
         seeds = c.get("seeds", 0)
         if not (_whole(seeds) and 0 <= seeds <= limit):
             found.append(f"comparison {name}: seeds must be a whole number 0..{limit} (the last look), got {seeds!r}")
-        for key in ("mean", "sd", "low", "high"):
-            value = c.get(key)
-            if value is not None and not _number(value):
-                found.append(f"comparison {name}: {key} must be null or a finite number, got {value!r}")
+        for key, value in c.items():
+            if key in ("status", "round", "seeds"):
+                continue
+            if not _plain(value):
+                found.append(f"comparison {name}: {key} must hold finite numbers, texts or null, got {value!r}")
         if _number(c.get("sd")) and c["sd"] < 0:
             found.append(f"comparison {name}: sd must be >= 0, got {c['sd']!r}")
         if _number(c.get("low")) and _number(c.get("high")) and c["low"] > c["high"]:
             found.append(f"comparison {name}: low {c['low']} is above high {c['high']}")
     return found
+
+
+def _plain(value: Any) -> bool:
+    """A finite number, a text, null, or a list of those (what a comparison's look records)."""
+    if isinstance(value, list):
+        return all(_plain(v) and not isinstance(v, list) for v in value)
+    return value is None or isinstance(value, str) or _number(value)
 
 
 def _record_problems(record: Any) -> list[str]:
@@ -217,10 +239,10 @@ def _record_problems(record: Any) -> list[str]:
     return found
 
 
-def checked(data: Any, path: Path, first_look: int, round_seeds: int, metric_ok: Any) -> dict[str, Any]:
+def checked(data: Any, path: Path, schema: Schema) -> dict[str, Any]:
     """``data`` read from ``path`` when it is a usable state, decoded (``decode``); else a one-line
     ``UsageError`` naming every problem and how to start over."""
-    found = problems(data, first_look, round_seeds, metric_ok)
+    found = problems(data, schema)
     if found:
         shown = "; ".join(found[:8]) + (f"; and {len(found) - 8} more" if len(found) > 8 else "")
         raise UsageError(f"{path} is not a valid decision state: {shown}. Put back the file the tool wrote, or "
