@@ -15,7 +15,7 @@ Each row also carries a response length and a mean token entropy, and the batch 
 Timed per estimator: building the ``StepBatch`` (validation, factorisation) plus ``estimate``
 (advantages and diagnostics). The plain loop implements the same formula row by row with dicts and
 lists: the built-ins and planpo, empg below, on Python lists of the columns; pgpo, hgpo, graft,
-graphgpo and g2po with the references of ``tests/estimator_loops.py`` (which their tests also use),
+graphgpo and g2po with the references of ``testkit/estimator_loops.py`` (which their tests also use),
 on a list of row dicts built before the clock starts. Every loop is checked to agree with the
 vectorised output (1e-6) and the speed-up is reported in the same run. The graft loop computes
 Eq. 10's graph continuation, which the estimator skips once value iteration has converged (it is
@@ -41,7 +41,7 @@ import numpy as np
 # package: look in the repository root instead. The peers' loop references live with the tests.
 if Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().parent:
     sys.path[0] = str(Path(__file__).resolve().parents[1])
-sys.path.append(str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.append(str(Path(__file__).resolve().parents[1] / "testkit"))
 
 from estimator_loops import ref_g2po, ref_graft, ref_graphgpo, ref_hgpo, ref_pgpo  # noqa: E402
 
@@ -272,7 +272,7 @@ LOOPS = {
     "empg": loop_empg,
 }
 
-ROW_LOOPS = {  # tests/estimator_loops.py: a list of row dicts in, options at their defaults
+ROW_LOOPS = {  # testkit/estimator_loops.py: a list of row dicts in, options at their defaults
     "pgpo": ref_pgpo,
     "hgpo": ref_hgpo,
     "graft": ref_graft,
@@ -282,7 +282,7 @@ ROW_LOOPS = {  # tests/estimator_loops.py: a list of row dicts in, options at th
 
 
 def as_rows(cols: dict) -> list[dict]:
-    """The row dicts of ``tests/estimator_loops.py`` from the columns (penalties are in the rewards)."""
+    """The row dicts of ``testkit/estimator_loops.py`` from the columns (penalties are in the rewards)."""
     keys = ("group_ids", "traj_ids", "step_index", "state_keys", "rewards")
     return [
         {"group": g, "traj": t, "step": k, "state": s, "r": r, "p": 0.0}
@@ -304,7 +304,7 @@ def time_vectorised(name: str, cols: dict, repeats: int) -> tuple[float, Any]:
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        out = estimator.estimate(StepBatch(**fields))
+        out = estimator.compute_output(StepBatch(**fields))
         times.append(time.perf_counter() - start)
     return min(times), out
 

@@ -18,7 +18,7 @@ import torch
 from environments.base import score_mode_env_options
 from environments.pool import EnvPool
 from gagpo_cli.threads import apply_threads
-from gagpo_cli.train.acting.rollout import TaskSpec, collect
+from gagpo_cli.train.acting.rollout import RolloutSettings, TaskSpec, collect
 from gagpo_cli.train.policies.bow_mlp import FeaturisedPolicy
 from gagpo_cli.train.policies.scoring import ScoreOutput
 
@@ -47,9 +47,9 @@ def _only(inp, candidate):
 
 def measure(name: str, policy, pool, tasks, max_steps: int) -> dict:
     began, cpu = time.perf_counter(), time.process_time()
-    out = collect(policy, pool, tasks, max_steps=max_steps, history=2, temperature=1.0, max_new_tokens=1,
-                  success_reward=10.0, invalid_penalty=0.1, action_mode="score",
-                  generator=torch.Generator().manual_seed(0))
+    settings = RolloutSettings(max_steps=max_steps, history=2, temperature=1.0, max_new_tokens=1,
+                               success_reward=10.0, invalid_penalty=0.1, action_mode="score")
+    out = collect(policy, pool, tasks, settings, generator=torch.Generator().manual_seed(0))
     wall, cpu = time.perf_counter() - began, time.process_time() - cpu
     candidates = sum(len(r.acted.score_input.candidates) for r in out.rows if r.acted.score_input is not None)
     return {"variant": name, "env": pool.environment_info.name, "episodes": len(tasks), "steps": len(out.rows),

@@ -36,8 +36,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-# benchmarks/estimators.py would shadow the estimators package; tests/ holds the tiny model builder
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE] + [str(HERE.parent / "tests")]
+# benchmarks/estimators.py would shadow the estimators package; testkit/ holds the tiny model builder
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE] + [str(HERE.parent / "testkit")]
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402

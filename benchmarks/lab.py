@@ -13,7 +13,7 @@ last line gives the ratios reference / batched. As the trainer does, objects bui
 iteration are frozen out of the garbage collector's scans.
 
 - ``batched``: ``FeaturisedPolicy`` as the trainer uses it;
-- ``reference``: the same weights scored the straightforward way (``tests/bow_mlp_reference.py``:
+- ``reference``: the same weights scored the straightforward way (``testkit/bow_mlp_reference.py``:
   every input on its own, one sparse bag of all its features per candidate, one MLP row per
   candidate on the concatenation); the update path is the same for both.
 
@@ -36,8 +36,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-# benchmarks/estimators.py would shadow the estimators package; tests/ holds the reference scorer
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE] + [str(HERE.parent / "tests")]
+# benchmarks/estimators.py would shadow the estimators package; testkit/ holds the reference scorer
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE] + [str(HERE.parent / "testkit")]
 
 
 class GarbageCollection:
@@ -56,7 +56,7 @@ class GarbageCollection:
 
 COLLECTOR = GarbageCollection()
 SPLIT = {"scoring": "timing/generate_s", "env": "timing/env_s", "update": "timing/update_s",
-         "estimate": "timing/estimate_s"}
+         "advantages": "timing/advantage_s"}
 
 
 class Variant:
@@ -77,7 +77,8 @@ class Variant:
 
     def iterate(self, iteration: int, pool, train_tasks: int) -> None:
         began, cpu, collected = time.perf_counter(), time.process_time(), COLLECTOR.seconds
-        metrics = self.recipe._iteration(self.cfg, iteration, self.policy, pool, self.estimator, self.updater,
+        mode = self.recipe.get_action_mode(self.cfg.rollout.action_mode)
+        metrics = self.recipe._iteration(self.cfg, iteration, mode, self.policy, pool, self.estimator, self.updater,
                                          train_tasks, self.recipe.StopFlag(), self.dist)
         self.seconds["iteration"] += time.perf_counter() - began
         self.seconds["gc"] += COLLECTOR.seconds - collected

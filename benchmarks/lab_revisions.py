@@ -87,6 +87,15 @@ def record_calls(iterations: int, folder: Path) -> list[tuple]:
     return calls
 
 
+def input_key(module: ModuleType, inp: object) -> tuple:
+    """The dedup key of a score input: the revision's own ``_input_key`` (a one-file ``bow_mlp.py``), else
+    the features module's (``bow_features.input_key``, since the file was split)."""
+    own = getattr(module, "_input_key", None)
+    if own is None:
+        from gagpo_cli.train.policies.bow_features import input_key as own
+    return own(inp)
+
+
 def compare_scorers(modules: dict[str, ModuleType], calls: list[tuple]) -> dict:
     policies = {k: m.FeaturisedPolicy(None, seed=0) for k, m in modules.items()}
     seconds = {k: dict.fromkeys(("dedup", "features", "forward", "backward"), 0.0) for k in modules}
@@ -100,7 +109,7 @@ def compare_scorers(modules: dict[str, ModuleType], calls: list[tuple]) -> dict:
             began = time.perf_counter()
             rows, distinct = {}, []
             for inp in inputs:  # as score_actions deduplicates
-                if rows.setdefault(module._input_key(inp), len(distinct)) == len(distinct):
+                if rows.setdefault(input_key(module, inp), len(distinct)) == len(distinct):
                     distinct.append(inp)
             deduplicated = time.perf_counter()
             feats = policy.features(distinct, list(rows))

@@ -2,22 +2,18 @@
 
 The baseline steps the same episodes directly (``Episode.step`` in a loop, no pool), so the ratio
 is what the pool's bookkeeping and, with workers, the process boundary cost. 128 slots = the
-trainer's 16 tasks x 8 rollouts. The corridor env is nearly free, so this is the worst case for
-overhead; a real engine (``--env alfworld``) spends its time in the engine instead.
+trainer's 16 tasks x 8 rollouts. A Sokoban step is cheap (a small board in Python), so this is
+near the worst case for overhead; a heavier engine (``--env alfworld``) spends its time in the engine
+instead.
 
-    python benchmarks/pool.py [--env corridor] [--slots 128] [--turns 200] [--workers 0 1 2]
+    python benchmarks/pool.py [--env sokoban] [--slots 128] [--turns 200] [--workers 0 1 2]
 """
 
 from __future__ import annotations
 
 import argparse
 import random
-import sys
-import tempfile
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 
 def random_actions(rng: random.Random, admissible: dict[int, tuple[str, ...]]) -> dict[int, str]:
@@ -68,17 +64,12 @@ def bench_pool(env_name: str, options: dict, specs: list, turns: int, workers: i
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--env", default="corridor")
+    parser.add_argument("--env", default="sokoban")
     parser.add_argument("--split", default="train")
     parser.add_argument("--slots", type=int, default=128)
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--workers", type=int, nargs="+", default=[0, 1, 2])
     args = parser.parse_args()
-    if args.env.startswith("corridor"):
-        from envs import plugin_on_sys_path
-
-        context = plugin_on_sys_path(Path(tempfile.mkdtemp(prefix="gagpo-bench-")))
-        context.__enter__()
     from environments.pool import EnvPool
 
     with EnvPool(args.env) as probe:

@@ -102,7 +102,7 @@ def load_policy(tiny: bool) -> Policy:
         import sys
         from pathlib import Path
 
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "testkit"))
         from tiny_model import tiny_policy
 
         return tiny_policy()

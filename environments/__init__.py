@@ -1,5 +1,13 @@
 """Text environments behind one protocol, registered in the ``gagpo.environments`` group."""
 
-from environments.base import Environment, Episode, Reset, Step, available_environments, get_environment
+from environments.base import (
+    Environment,
+    Episode,
+    Reset,
+    Step,
+    TableColumn,
+    available_environments,
+    get_environment,
+)
 
-__all__ = ["Environment", "Episode", "Reset", "Step", "get_environment", "available_environments"]
+__all__ = ["Environment", "Episode", "Reset", "Step", "TableColumn", "get_environment", "available_environments"]

@@ -26,11 +26,17 @@ class Reset:
     """What an episode shows at its start."""
 
     observation: str
+    """The first observation, as the agent reads it."""
     admissible_actions: tuple[str, ...]
+    """The actions possible now (score mode ranks exactly these; generate mode shows them)."""
     task_type: str
+    """The task's type, one of ``Environment.task_types`` (reports break success down by it)."""
     state_key: str
-    goal: str  # the task in words (WebShop instruction, ALFWorld "Your task is to: ...")
+    """The key of this state for grouping: the same text whenever an episode reaches the same state."""
+    goal: str
+    """The task in words (WebShop's instruction, ALFWorld's "Your task is to: ...")."""
     task_id: int = 0
+    """The task instance's id in its split."""
 
 
 @dataclass(frozen=True)
@@ -42,15 +48,26 @@ class Step:
     """
 
     observation: str
+    """What the agent reads after the action."""
     reward: float
+    """The benchmark's raw reward for this step (WebShop: the score in [0, 1] at purchase; ALFWorld: 1.0 when
+    won)."""
     done: bool
+    """True when the episode is over (won, lost, or the environment ended it)."""
     won: bool
+    """True when the task was completed (counts towards the success rate)."""
     score: float
+    """The episode's score so far, in [0, 1] (evaluations report its final value)."""
     valid: bool
+    """False when the action was not understood or not possible: a no-op, and the episode goes on."""
     admissible_actions: tuple[str, ...]
+    """The actions possible in the new state."""
     state_key: str
+    """The key of the new state (see ``Reset.state_key``)."""
     crashed: bool = False
+    """True only when the engine itself failed; such a step is also ``done``."""
     extra: dict[str, Any] = field(default_factory=dict)
+    """Anything else the environment reports (``"action"``: the action it read out of a whole answer)."""
 
 
 class Episode(ABC):
@@ -72,26 +89,64 @@ class Episode(ABC):
         """Release engine resources; a no-op for in-process engines."""
 
 
+@dataclass(frozen=True)
+class TableColumn:
+    """A column an environment adds to the report's paper tables (``gagpo report --table 1|2``).
+
+    ``header``: the column's title (``ALFWorld Pick``); ``path``: where its number is in an evaluation
+    record (``eval.json``: ``("per_type", "pick")``, ``("success_rate",)``); ``key``: its key in the
+    published results the report can show beside (``report/published.yaml``: ``alfworld/pick``), '' for
+    none; ``tables``: the paper's tables that show it; ``overall``: the environment's overall success
+    rate, the one number per environment that the aggregate over environments pools.
+    """
+
+    header: str
+    path: tuple[str, ...]
+    key: str = ""
+    tables: tuple[int, ...] = (1, 2)
+    overall: bool = False
+
+
 class Environment(ABC):
     """A loaded benchmark. Subclasses are what the ``gagpo.environments`` entry points name.
 
     Constructed with keyword options only (``Environment(**options)``); an unknown option raises
     ``ValueError`` naming the valid ones. A missing or malformed data source raises
     ``FileNotFoundError`` or ``ValueError`` naming the file it expected.
+
+    Its ``name`` is the one its entry point gives it, written nowhere else (an unregistered class may
+    set ``name`` itself). Besides what every subclass declares (``description``, ``max_steps``,
+    ``task_types``, ``splits``), it may declare how the rest of gagpo presents it: ``role`` (the one
+    line that opens the agent's prompt: who the agent is and what it does there; default a generic
+    one), ``presets`` (the sweep presets it is part of: preset name -> the settings of its cells, e.g.
+    ``{"table1": {"env.max_steps": 50}}`` puts it on ``--preset table1``'s environment axis) and
+    ``table_columns`` (its columns in the report's paper tables, ``TableColumn``).
     """
 
-    name: ClassVar[str]
+    name = plugins.RegisteredName(plugins.ENVIRONMENTS)
+    """The name it is registered under (its entry point's name)."""
     description: ClassVar[str]
+    """One line for ``gagpo list``."""
     max_steps: ClassVar[int]
+    """The default step budget of an episode (``env.max_steps`` overrides it)."""
     task_types: ClassVar[tuple[str, ...]]
+    """Every task type, in the order reports show them."""
     splits: ClassVar[tuple[str, ...]]
-    # True: in generate mode the episode's ``step`` is sent the model's whole answer, not the action cut out
-    # of its last <action> block, and reads the action itself; it may report what it read in
-    # ``Step.extra["action"]``, which the agent's history then shows in place of the text (Sokoban).
+    """The split names ``num_tasks`` and ``Episode.reset`` accept (``train`` for training; evaluations play
+    ``env.eval_split``, by default the last one)."""
     reads_answers: ClassVar[bool] = False
-    # Options that make every step's action set finite, applied by the trainer in score mode (where the
-    # policy ranks the admissible actions) unless the user set them; e.g. WebShop's candidate queries.
+    """True: in generate mode the episode's ``step`` is sent the model's whole answer, not the action cut out
+    of its last ``<action>`` block, and reads the action itself; it may report what it read in
+    ``Step.extra["action"]``, which the agent's history then shows in place of the text (Sokoban)."""
     score_mode_options: ClassVar[dict[str, Any]] = {}
+    """Options that make every step's action set finite, applied by the trainer in score mode (where the
+    policy ranks the admissible actions) unless the user set them; e.g. WebShop's candidate queries."""
+    role: ClassVar[str] = ""
+    """The line that opens every prompt: who the agent is and what it does here ('': a generic one)."""
+    presets: ClassVar[dict[str, dict[str, Any]]] = {}
+    """The sweep presets it is part of: preset name -> the settings of its cells (``table1``: its step budget)."""
+    table_columns: ClassVar[tuple[TableColumn, ...]] = ()
+    """Its columns in the report's paper tables (Table 1 / Table 2)."""
 
     @abstractmethod
     def num_tasks(self, split: str) -> int:

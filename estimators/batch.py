@@ -20,10 +20,13 @@ class StepGroups:
     """
 
     codes: np.ndarray
+    """int64 (n,): the step-group code of each slot (trajectory order, ``TrajectoryLayout``)."""
     sizes: np.ndarray
+    """int64 (count,): how many slots each code has, |G(s)|."""
 
     @property
     def count(self) -> int:
+        """How many step groups the batch has (over every rollout group)."""
         return len(self.sizes)
 
 
@@ -97,8 +100,9 @@ def _strings(name: str, values: Any) -> np.ndarray:
     return arr
 
 
-# Inputs only some estimators read (they list them in Estimator.requires); None when not given.
 OPTIONAL_COLUMNS = ("values", "response_lengths", "entropies", "next_state_keys", "iteration", "total_iterations")
+"""The ``StepBatch`` inputs only some estimators read (they name them in ``Estimator.requires``); ``None``
+when not given."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -133,19 +137,35 @@ class StepBatch:
     """
 
     group_ids: np.ndarray
+    """The rollout group of each row (integers or strings): the K rollouts of one task instance."""
     traj_ids: np.ndarray
+    """The trajectory of each row (integers or strings), unique across the batch."""
     step_index: np.ndarray
+    """Integers: the row's step t inside its trajectory, each trajectory holding exactly ``0..T-1``."""
     rewards: np.ndarray
+    """Finite numbers: the environment reward r_t after the row's action."""
     terminated: np.ndarray
+    """Booleans (or 0/1): True on the last row of an episode that ended; False where the step budget cut it."""
     state_keys: np.ndarray
+    """Strings: the key s_t of the row's state, compared by grouping estimators (docs/algorithms.md#words)."""
     values: np.ndarray | None = None
+    """Optional finite numbers: a critic's V(s_t); read by estimators that declare ``needs_critic``."""
     penalties: np.ndarray = None  # type: ignore[assignment]  # omitted: 0 on every row (__post_init__)
+    """Optional finite numbers: the row's invalid-action penalty, kept apart from ``rewards``; 0 when omitted."""
     response_lengths: np.ndarray | None = None
+    """Optional non-negative integers: the tokens of each row's response."""
     entropies: np.ndarray | None = None
+    """Optional numbers >= 0: the mean token entropy of each row's response at the rollout temperature."""
     next_state_keys: np.ndarray | None = None
+    """Optional strings: s_{t+1}, the key of the state after the row's action; read on each trajectory's last
+    row only (elsewhere it is the next row's ``state_keys``)."""
     iteration: int | None = None
+    """Optional, one integer for the batch: the training iteration it feeds, from 1 (0: before any update)."""
     total_iterations: int | None = None
+    """Optional, one integer for the batch: the run's length in iterations (``train.iterations``)."""
     layout: TrajectoryLayout = field(init=False, repr=False)
+    """The rows placed trajectory by trajectory (built at construction): ``to_slots`` / ``to_rows`` move an
+    array between the batch's row order and that order."""
 
     def __post_init__(self) -> None:
         converted = {
@@ -185,6 +205,7 @@ class StepBatch:
         object.__setattr__(self, "layout", layout)
 
     def __len__(self) -> int:
+        """The number of rows (steps)."""
         return len(self.rewards)
 
     @cached_property

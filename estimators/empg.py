@@ -43,8 +43,9 @@ class EMPG(Estimator):
     Loss as GRPO's: token ratios, "token-mean" aggregation.
     """
 
-    name: ClassVar[str] = "empg"
     description: ClassVar[str] = "EMPG: GRPO advantage scaled by step confidence + future-clarity bonus"
+    label: ClassVar[str] = "EMPG"
+    order: ClassVar[int] = 66
     paper: ClassVar[str] = "Harnessing Uncertainty: Entropy-Modulated Policy Gradients (EMPG)"
     arxiv: ClassVar[str] = "2509.09265"
     ratio_mode: ClassVar[str] = "token"
@@ -60,10 +61,10 @@ class EMPG(Estimator):
         for key in ("k", "k_future", "zeta"):
             self.options[key] = check.number(self.name, key, self.options[key], low=0.0)
 
-    def evaluate(self, batch: StepBatch) -> EstimatorOutput:
+    def _compute(self, batch: StepBatch) -> EstimatorOutput:
         layout = batch.layout
         k, k_future, zeta = self.options["k"], self.options["k_future"], self.options["zeta"]
-        assert batch.entropies is not None  # a required column (Estimator.requires), checked before evaluate
+        assert batch.entropies is not None  # a required column (Estimator.requires), checked before _compute
         entropy = layout.to_slots(batch.entropies)
         if entropy.size == 0:
             return EstimatorOutput(advantages=np.zeros(0))

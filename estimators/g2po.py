@@ -45,8 +45,9 @@ class G2PO(Estimator):
     keeps its raw score).
     """
 
-    name: ClassVar[str] = "g2po"
     description: ClassVar[str] = "G2PO: graph node scores, next-node vs node and task-wide score gain"
+    label: ClassVar[str] = "G2PO"
+    order: ClassVar[int] = 64
     paper: ClassVar[str] = "Group-Graph Policy Optimization (G2PO)"
     arxiv: ClassVar[str] = "2606.22995"
     ratio_mode: ClassVar[str] = "token"
@@ -63,7 +64,7 @@ class G2PO(Estimator):
         self.options["step_weight"] = number(self.name, "step_weight", self.options["step_weight"])
         self.options["invalid_penalty"] = number(self.name, "invalid_penalty", self.options["invalid_penalty"])
 
-    def evaluate(self, batch: StepBatch) -> EstimatorOutput:
+    def _compute(self, batch: StepBatch) -> EstimatorOutput:
         layout = batch.layout
         gamma, eps, penalty = self.options["gamma"], self.options["eps"], self.options["penalty"]
         divide = self.options["mode"] == "mean_std_norm"

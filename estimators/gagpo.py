@@ -31,8 +31,10 @@ class GAGPO(Estimator):
     ``stepgroup/*`` diagnostics show how often states are singletons).
     """
 
-    name: ClassVar[str] = "gagpo"
     description: ClassVar[str] = "GAGPO: GAE over a grouped, critic-free value proxy; group-normalised"
+    label: ClassVar[str] = "GAGPO"
+    order: ClassVar[int] = 50
+    tables: ClassVar[tuple[int, ...]] = (1, 2)
     paper: ClassVar[str] = "Generalized Advantage Grouped Policy Optimization"
     arxiv: ClassVar[str] = "2605.13217"
     ratio_mode: ClassVar[str] = "sequence"
@@ -43,7 +45,7 @@ class GAGPO(Estimator):
     monte_carlo: ClassVar[bool] = False  # gagpo-mc: A_t = R_t - V(s_t) instead of steps 4-6
     broadcast: ClassVar[bool] = False  # gagpo-broadcast: add the episode term before step 7
 
-    def evaluate(self, batch: StepBatch) -> EstimatorOutput:
+    def _compute(self, batch: StepBatch) -> EstimatorOutput:
         layout, groups = batch.layout, batch.step_groups
         gamma, eps = self.options["gamma"], self.options["eps"]
         penalty = self.options["penalty"]
@@ -74,8 +76,10 @@ class GAGPO(Estimator):
 class GAGPOLambda0(GAGPO):
     """Ablation: lambda = 0, the one-step TD residual ``delta_t`` (``lam`` is fixed)."""
 
-    name: ClassVar[str] = "gagpo-lambda0"
     description: ClassVar[str] = "GAGPO ablation: lambda = 0 (one-step TD residual)"
+    label: ClassVar[str] = "GAGPO (lambda = 0)"
+    order: ClassVar[int] = 51
+    tables: ClassVar[tuple[int, ...]] = (2,)
     fixed: ClassVar[dict] = {"lam": 0.0}
 
 
@@ -84,8 +88,10 @@ class GAGPOMonteCarlo(GAGPO):
     lam = 1 (docs/algorithms.md#gagpo identity; under ``penalty=verl`` it is the adjusted
     ``R_t - V(s_t)``), so ``lam`` is fixed at 1."""
 
-    name: ClassVar[str] = "gagpo-mc"
     description: ClassVar[str] = "GAGPO ablation: Monte-Carlo step advantage R_t - V(s_t)"
+    label: ClassVar[str] = "GAGPO (Monte-Carlo advantage)"
+    order: ClassVar[int] = 52
+    tables: ClassVar[tuple[int, ...]] = (2,)
     fixed: ClassVar[dict] = {"lam": 1.0}
     monte_carlo: ClassVar[bool] = True
 
@@ -93,8 +99,10 @@ class GAGPOMonteCarlo(GAGPO):
 class GAGPOTokenRatio(GAGPO):
     """Ablation: same advantages, token-level ratios and clipping with "token-mean" aggregation."""
 
-    name: ClassVar[str] = "gagpo-token-ratio"
     description: ClassVar[str] = "GAGPO ablation: per-token ratios and clipping (standard PPO loss)"
+    label: ClassVar[str] = "GAGPO (token-level ratio)"
+    order: ClassVar[int] = 53
+    tables: ClassVar[tuple[int, ...]] = (2,)
     ratio_mode: ClassVar[str] = "token"
     loss_agg: ClassVar[str] = "token-mean"
 
@@ -103,22 +111,28 @@ class GAGPOBroadcast(GAGPO):
     """Ablation: adds GRPO's episode term of the row (statistics over the group's step rows, same
     ``eps``) to every step advantage before normalisation."""
 
-    name: ClassVar[str] = "gagpo-broadcast"
     description: ClassVar[str] = "GAGPO ablation: adds the episode relative advantage to every step"
+    label: ClassVar[str] = "GAGPO (+ trajectory advantage)"
+    order: ClassVar[int] = 54
+    tables: ClassVar[tuple[int, ...]] = (2,)
     broadcast: ClassVar[bool] = True
 
 
 class GAGPOBatchNorm(GAGPO):
     """Ablation: normalises over the whole batch instead of per rollout group (``norm`` is fixed)."""
 
-    name: ClassVar[str] = "gagpo-batch-norm"
     description: ClassVar[str] = "GAGPO ablation: normalised over the whole batch, not per rollout group"
+    label: ClassVar[str] = "GAGPO (batch normalisation)"
+    order: ClassVar[int] = 55
+    tables: ClassVar[tuple[int, ...]] = (2,)
     fixed: ClassVar[dict] = {"norm": "batch"}
 
 
 class GAGPONoNorm(GAGPO):
     """Ablation: no normalisation (``norm`` is fixed)."""
 
-    name: ClassVar[str] = "gagpo-no-norm"
     description: ClassVar[str] = "GAGPO ablation: no advantage normalisation"
+    label: ClassVar[str] = "GAGPO (no normalisation)"
+    order: ClassVar[int] = 56
+    tables: ClassVar[tuple[int, ...]] = (2,)
     fixed: ClassVar[dict] = {"norm": "none"}

@@ -30,8 +30,13 @@ class GiGPO(Estimator):
     singleton anchor group, or a zero spread gives 0.
     """
 
-    name: ClassVar[str] = "gigpo"
     description: ClassVar[str] = "GiGPO: episode relative advantage + anchor-state step advantage"
+    label: ClassVar[str] = "GiGPO"
+    order: ClassVar[int] = 40
+    tables: ClassVar[tuple[int, ...]] = (1,)
+    # the paper's Table 1 has it twice: with and without the std in its normalisation (option ``mode``)
+    variants: ClassVar[dict[str, tuple[str, dict]]] = {"std": ("GiGPO (w/ std)", {"mode": "mean_std_norm"}),
+                                                       "nostd": ("GiGPO (w/o std)", {"mode": "mean_norm"})}
     paper: ClassVar[str] = "Group-in-Group Policy Optimization for LLM Agent Training"
     arxiv: ClassVar[str] = "2505.10978"
     ratio_mode: ClassVar[str] = "token"
@@ -42,7 +47,7 @@ class GiGPO(Estimator):
         "gamma": 0.95, "eps": 1e-6, "omega": 1.0, "mode": "mean_std_norm", "penalty": DEFAULT_PENALTY,
     }
 
-    def evaluate(self, batch: StepBatch) -> EstimatorOutput:
+    def _compute(self, batch: StepBatch) -> EstimatorOutput:
         layout, groups = batch.layout, batch.step_groups
         gamma, eps, omega = self.options["gamma"], self.options["eps"], self.options["omega"]
         with_std = self.options["mode"] == "mean_std_norm"

@@ -174,8 +174,9 @@ class GRAFT(Estimator):
     walk gives the same zero at the fixed point (see the note), so it is not offered.
     """
 
-    name: ClassVar[str] = "graft"
     description: ClassVar[str] = "GRAFT: TD(0) + graph GAE over values solved on the trajectory graph"
+    label: ClassVar[str] = "GRAFT"
+    order: ClassVar[int] = 62
     paper: ClassVar[str] = "Back to the Definition: Estimating Step-Level Advantages via Trajectory Graphs"
     arxiv: ClassVar[str] = "2609.28963"
     ratio_mode: ClassVar[str] = "sequence"
@@ -193,7 +194,7 @@ class GRAFT(Estimator):
         self.options["continuation"] = choice(self.name, "continuation", self.options["continuation"], CONTINUATIONS)
         self.options["final_state"] = choice(self.name, "final_state", self.options["final_state"], FINAL_STATES)
 
-    def evaluate(self, batch: StepBatch) -> EstimatorOutput:
+    def _compute(self, batch: StepBatch) -> EstimatorOutput:
         layout = batch.layout
         gamma, lam, eps = self.options["gamma"], self.options["lam"], self.options["eps"]
         if self.options["final_state"] == "node" and batch.next_state_keys is None:

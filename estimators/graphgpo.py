@@ -93,8 +93,9 @@ class GraphGPO(Estimator):
     raw score), as GRPO's edge rule here.
     """
 
-    name: ClassVar[str] = "graphgpo"
     description: ClassVar[str] = "GraphGPO: 10 * gamma_g^(graph distance to success), anchor-state normalised"
+    label: ClassVar[str] = "GraphGPO"
+    order: ClassVar[int] = 65
     paper: ClassVar[str] = "GraphGPO (ICML 2026; code: verl-agent recipe/GraphGPO)"
     arxiv: ClassVar[str] = "2605.26684"
     ratio_mode: ClassVar[str] = "token"
@@ -114,7 +115,7 @@ class GraphGPO(Estimator):
         self.options["episode_weight"] = number(self.name, "episode_weight", self.options["episode_weight"])
         self.options["normalize_distance"] = flag(self.name, "normalize_distance", self.options["normalize_distance"])
 
-    def evaluate(self, batch: StepBatch) -> EstimatorOutput:
+    def _compute(self, batch: StepBatch) -> EstimatorOutput:
         layout = batch.layout
         eps, penalty = self.options["eps"], self.options["penalty"]
         step_weight, episode_weight = self.options["step_weight"], self.options["episode_weight"]

@@ -86,10 +86,12 @@ class TrajectoryLayout:
 
     @property
     def n(self) -> int:
+        """The number of rows (slots)."""
         return len(self.order)
 
     @property
     def n_traj(self) -> int:
+        """The number of trajectories."""
         return len(self.traj_len)
 
     @classmethod
@@ -243,6 +245,7 @@ class StateIndex:
 
     @property
     def count(self) -> int:
+        """The number of distinct states, counted per rollout group."""
         return len(self.sizes)
 
     @classmethod

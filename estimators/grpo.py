@@ -57,8 +57,10 @@ class GRPO(Estimator):
     spread gives 0.
     """
 
-    name: ClassVar[str] = "grpo"
     description: ClassVar[str] = "GRPO: trajectory score normalised within its rollout group"
+    label: ClassVar[str] = "GRPO"
+    order: ClassVar[int] = 30
+    tables: ClassVar[tuple[int, ...]] = (1,)
     paper: ClassVar[str] = "DeepSeekMath (GRPO)"
     arxiv: ClassVar[str] = "2402.03300"
     ratio_mode: ClassVar[str] = "token"
@@ -66,6 +68,6 @@ class GRPO(Estimator):
     needs_groups: ClassVar[bool] = True  # normalised within the K rollouts of a task
     defaults: ClassVar[dict] = {"eps": 1e-6, "stats": "steps", "penalty": DEFAULT_PENALTY}
 
-    def evaluate(self, batch: StepBatch) -> EstimatorOutput:
+    def _compute(self, batch: StepBatch) -> EstimatorOutput:
         adv = episode_advantage(batch, self.options["eps"], self.options["stats"], penalty=self.options["penalty"])
         return EstimatorOutput(advantages=batch.layout.to_rows(adv))

@@ -52,8 +52,9 @@ class HGPO(Estimator):
     ALFWorld, mean_norm on WebShop (with 30 steps). Loss: PPO clip, per-token ratios.
     """
 
-    name: ClassVar[str] = "hgpo"
     description: ClassVar[str] = "HGPO (arXiv 2602.22817): step advantages over nested history groups"
+    label: ClassVar[str] = "HGPO"
+    order: ClassVar[int] = 61
     paper: ClassVar[str] = "Hierarchy-of-Groups Policy Optimization for Long-Horizon Agentic Tasks"
     arxiv: ClassVar[str] = "2602.22817"
     ratio_mode: ClassVar[str] = "token"
@@ -89,7 +90,7 @@ class HGPO(Estimator):
                 "(the paper defines no base group)"
             )
 
-    def evaluate(self, batch: StepBatch) -> EstimatorOutput:
+    def _compute(self, batch: StepBatch) -> EstimatorOutput:
         layout, states = batch.layout, batch.state_index
         opts = self.options
         eps, divide = opts["eps"], opts["mode"] == "mean_std_norm"

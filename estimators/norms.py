@@ -30,6 +30,10 @@ import numpy as np
 from estimators.grouping import segment_mean
 
 SINGLETON_RULES = ("zero", "raw", "sign", "skip")
+"""What ``group_normalize`` gives an entry alone in its group (``singleton``): ``zero``, 0 (GiGPO, PGPO, this
+project's edge rule); ``raw``, ``x / (1 + eps)``, i.e. mean 0 and std 1 (verl-agent's episode norm);
+``sign``, ``x / (|x| + eps)``, about +-1 (GRAFT); ``skip``, NaN, so that the caller drops it (HGPO). Without
+the division (``divide=False``) ``raw`` and ``sign`` give ``x``."""
 
 
 def group_std(codes: np.ndarray, x: np.ndarray, k: int, ddof: int) -> np.ndarray:

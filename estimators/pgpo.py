@@ -47,8 +47,9 @@ class PGPO(Estimator):
     Loss: unchanged PPO clip, per-token ratios, "token-mean".
     """
 
-    name: ClassVar[str] = "pgpo"
     description: ClassVar[str] = "PGPO (arXiv 2609.02236): GiGPO step term + difficulty-gated potential term"
+    label: ClassVar[str] = "PGPO"
+    order: ClassVar[int] = 60
     paper: ClassVar[str] = "Potential-Guided Policy Optimization"
     arxiv: ClassVar[str] = "2609.02236"
     ratio_mode: ClassVar[str] = "token"
@@ -74,7 +75,7 @@ class PGPO(Estimator):
         opts["beta"] = number(self.name, "beta", opts["beta"], 0)
         opts["potential"] = choice(self.name, "potential", opts["potential"], POTENTIALS)
 
-    def evaluate(self, batch: StepBatch) -> EstimatorOutput:
+    def _compute(self, batch: StepBatch) -> EstimatorOutput:
         layout, states = batch.layout, batch.state_index
         opts = self.options
         eps = opts["eps"]

@@ -58,8 +58,9 @@ class PlanPO(Estimator):
     Loss as GRPO's (the paper's Eq. 9-10): token ratios, "token-mean" aggregation.
     """
 
-    name: ClassVar[str] = "planpo"
     description: ClassVar[str] = "PlanPO: success / trajectory length + decaying success / response length"
+    label: ClassVar[str] = "PlanPO"
+    order: ClassVar[int] = 63
     paper: ClassVar[str] = "PlanPO: Group Planning-Aware Policy Optimization"
     arxiv: ClassVar[str] = "2608.17289"
     ratio_mode: ClassVar[str] = "token"
@@ -91,7 +92,7 @@ class PlanPO(Estimator):
         start, end = self.options["alpha_init"], self.options["alpha_final"]
         return start + (end - start) * min(iteration / steps, 1.0)
 
-    def evaluate(self, batch: StepBatch) -> EstimatorOutput:
+    def _compute(self, batch: StepBatch) -> EstimatorOutput:
         layout = batch.layout
         eps = self.options["eps"] if self.options["norm_std"] else None  # F_norm: std + eps, or 1
         verl = self.options["penalty"] == "verl"
@@ -120,7 +121,7 @@ class PlanPO(Estimator):
         else:
             turn = segment_standardize(codes, turn_reward, count, eps)
 
-        assert batch.iteration is not None  # a required column (Estimator.requires), checked before evaluate
+        assert batch.iteration is not None  # a required column (Estimator.requires), checked before _compute
         alpha = self.alpha(batch.iteration, batch.total_iterations)
         adv = episode + alpha * turn  # Eq. 7
         success_share = float(succeeded.mean()) if succeeded.size else 0.0

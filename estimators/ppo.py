@@ -31,8 +31,10 @@ class PPO(Estimator):
     with lower variance than lam = 1 over 50-step episodes.
     """
 
-    name: ClassVar[str] = "ppo"
     description: ClassVar[str] = "PPO: GAE over a learned critic V_phi (needs batch.values)"
+    label: ClassVar[str] = "PPO"
+    order: ClassVar[int] = 10
+    tables: ClassVar[tuple[int, ...]] = (1,)
     paper: ClassVar[str] = "Proximal Policy Optimization Algorithms (GAE: arXiv 1506.02438)"
     arxiv: ClassVar[str] = "1707.06347"
     ratio_mode: ClassVar[str] = "token"
@@ -41,12 +43,12 @@ class PPO(Estimator):
     needs_groups: ClassVar[bool] = False  # the critic is the baseline: K = 1 is fine
     defaults: ClassVar[dict] = {"gamma": 0.95, "lam": 0.95, "penalty": DEFAULT_PENALTY}
 
-    def evaluate(self, batch: StepBatch) -> EstimatorOutput:
+    def _compute(self, batch: StepBatch) -> EstimatorOutput:
         layout = batch.layout
         gamma, lam = self.options["gamma"], self.options["lam"]
         verl = self.options["penalty"] == "verl"
         r = layout.to_slots(batch.rewards if verl else batch.net_rewards)
-        assert batch.values is not None  # needs_critic: checked before evaluate
+        assert batch.values is not None  # needs_critic: checked before _compute
         v = layout.to_slots(batch.values)
         delta = r + gamma * layout.next_in_trajectory(v) - v  # TD residual over the critic
         adv = layout.reverse_scan(delta, gamma * lam)  # GAE recursion, backwards in each trajectory

@@ -26,8 +26,10 @@ class RLOO(Estimator):
     untouched); m = 1 still gives 0.
     """
 
-    name: ClassVar[str] = "rloo"
     description: ClassVar[str] = "RLOO: trajectory score minus the leave-one-out mean of its group"
+    label: ClassVar[str] = "RLOO"
+    order: ClassVar[int] = 20
+    tables: ClassVar[tuple[int, ...]] = (1,)
     paper: ClassVar[str] = "Back to Basics: REINFORCE-style optimization for RLHF (RLOO)"
     arxiv: ClassVar[str] = "2402.14740"
     ratio_mode: ClassVar[str] = "token"
@@ -35,7 +37,7 @@ class RLOO(Estimator):
     needs_groups: ClassVar[bool] = True  # the baseline is the other K - 1 rollouts
     defaults: ClassVar[dict] = {"penalty": DEFAULT_PENALTY}
 
-    def evaluate(self, batch: StepBatch) -> EstimatorOutput:
+    def _compute(self, batch: StepBatch) -> EstimatorOutput:
         layout = batch.layout
         _, traj_score = penalty_scores(batch, self.options["penalty"])
         m = np.bincount(layout.traj_group, minlength=layout.n_groups)[layout.traj_group]

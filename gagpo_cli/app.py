@@ -49,10 +49,12 @@ def _root(
 @app.command("list")
 def list_command(
     kind: Annotated[
-        str | None, typer.Argument(help="What to list: estimators, environments or experiments (default: all).")
+        str | None, typer.Argument(help="What to list: estimators, environments, policy-kinds, engines, "
+                                   "action-modes or experiments (default: all).")
     ] = None,
 ) -> None:
-    """List the registered estimators and environments (entry-point plugins) and the built-in experiments."""
+    """List the registered plugins (estimators, environments, policy kinds, rollout engines, action modes:
+    entry points) and the built-in experiments and sweeps."""
     from gagpo_cli.listing import print_listing
 
     print_listing(kind)
@@ -148,7 +150,8 @@ def train_command(
     wandb: Annotated[str | None, typer.Option(help="disabled | offline | online.")] = None,
     resume: Annotated[bool, typer.Option(help="Continue from the run's newest checkpoint.")] = False,
     action_mode: Annotated[str | None, typer.Option(
-        "--action-mode", help="generate (the model writes the action) | score (it ranks the admissible ones).")] = None,
+        "--action-mode", help="generate (the model writes the action) | score (it ranks the admissible ones) | "
+                              "another registered mode (gagpo list action-modes).")] = None,
     threads: Annotated[int | None, typer.Option(help="Torch CPU threads (default: the cores free to the process).")]
     = None,
     sets: Annotated[list[str] | None, typer.Option("--set", help="KEY=VALUE config override, repeatable.")] = None,
@@ -199,7 +202,7 @@ def ablate_command(
     iterations: Annotated[int | None, typer.Option(help="Training iterations.")] = None,
     output_dir: Annotated[str | None, typer.Option(help="Folder holding the sweep folder.")] = None,
     wandb: Annotated[str | None, typer.Option(help="disabled | offline | online.")] = None,
-    action_mode: Annotated[str | None, typer.Option("--action-mode", help="generate | score.")] = None,
+    action_mode: Annotated[str | None, typer.Option("--action-mode", help="generate | score | a plugin's.")] = None,
     sets: Annotated[list[str] | None, typer.Option(
         "--set", help="KEY=VALUE override of every cell, repeatable.")] = None,
     until_decided: Annotated[bool, typer.Option(

@@ -123,12 +123,13 @@ class RolloutConfig:
     # docs/algorithms.md#rewards-and-penalties: minus 0.1 on a malformed step
     invalid_penalty: float = _key(0.1, "Penalty of a step whose answer holds no `<action>...</action>`.")
     action_mode: str = _key("generate", "`generate` (the model writes the action, the paper's) | `score` (the "
-                            "policy ranks the admissible actions).")
+                            "policy ranks the admissible actions) | another registered mode (`gagpo list "
+                            "action-modes`).")
     score_norm: str = _key("token", "Score mode: an action's log-likelihood divided by its own token count "
                            "(`token`, TWOSOME), its word count (`word`) or 1 (`none`).")
     list_actions: bool = _key(True, "Score mode: the language model's prompt lists the admissible actions.")
     engine: str = _key("auto", "Generate mode's rollout engine: `auto` (vLLM where it imports and the model is "
-                       "a local folder, else hf) | `hf` | `vllm`.")
+                       "a local folder, else hf) | `hf` | `vllm` | another registered engine (`gagpo list engines`).")
     engine_options: dict[str, Any] = _key({}, "Passed to the engine (vLLM: any `vllm.LLM` argument; "
                                           "`lora_sync`: adapter | merged).")
 

@@ -11,6 +11,7 @@ from gagpo_cli.prompting import check_agent, check_generates
 from gagpo_cli.run_layout import CHECKPOINTS_DIR, RunLayout, iteration_of
 from gagpo_cli.train.checkpoint import CORRUPT_PREFIX
 from gagpo_cli.train.config_checks import MAX_SEED
+from gagpo_core.plugins import unknown_name_message
 
 
 def check_request(policy: AgentPolicy | str, episodes: int, workers: int, agent: str, trials: int,
@@ -30,10 +31,10 @@ def check_request(policy: AgentPolicy | str, episodes: int, workers: int, agent:
             raise UsageError(f"--agent {agent} prompts a language model; policy '{policy}' is not one "
                              "(give a model folder, hub id or run directory)")
     if engine is not None:
-        from gagpo_cli.train.acting.engines import ENGINES, check_engine
+        from gagpo_cli.train.acting.engines import check_engine, engine_names
 
-        if engine != "auto" and engine not in ENGINES:
-            raise UsageError(f"--engine '{engine}' is not one of {', '.join(['auto', *ENGINES])}")
+        if engine != "auto" and engine not in engine_names():
+            raise UsageError(unknown_name_message("--engine", engine, ["auto", *engine_names()]))
         check_engine(engine)
         if isinstance(policy, str) and policy in BUILTIN_POLICIES:
             raise UsageError(f"--engine generates a language model's answers; policy '{policy}' is not one")
@@ -73,10 +74,10 @@ def check_action_mode(policy: AgentPolicy | str, action_mode: str | None, agent:
     mode, a built-in policy, a training run in another mode, or a prompting agent that needs thoughts."""
     if action_mode is None:
         return
-    from gagpo_cli.train.acting.modes import ACTION_MODES
+    from gagpo_cli.train.acting.modes import action_mode_names
 
-    if action_mode not in ACTION_MODES:
-        raise UsageError(f"--action-mode '{action_mode}' is not one of {', '.join(ACTION_MODES)}")
+    if action_mode not in action_mode_names():
+        raise UsageError(unknown_name_message("--action-mode", action_mode, action_mode_names()))
     if isinstance(policy, str) and policy in BUILTIN_POLICIES:
         raise UsageError(f"--action-mode sets how a language model acts; policy '{policy}' is not one")
     run = None

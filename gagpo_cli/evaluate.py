@@ -58,8 +58,8 @@ def evaluate(env_name: str, policy: AgentPolicy | str, episodes: int, split: str
     generating at most ``max_new_tokens`` tokens per answer (None: its own setting) with its own
     ``Policy.generate`` or, when ``engine`` is given, that rollout engine (``hf``, ``vllm``, ``auto``;
     generate mode), acting in ``action_mode`` (``generate`` | ``score``; None: a run's own, else
-    generate; a run accepts only its own). ``say``, when given, gets a one-line time estimate of a
-    generating model's evaluation before it starts (``estimate.announce_eval_estimate``). What is
+    generate; a run accepts only its own). ``say``, when given, gets a one-line time forecast of a
+    generating model's evaluation before it starts (``forecast.announce_eval_forecast``). What is
     refused before a model is loaded: ``eval_checks``.
 
     Returns the metrics of ``gagpo_cli.episodes.summarize`` plus ``env``, ``split``, ``policy``, ``seed``,
@@ -87,9 +87,9 @@ def evaluate(env_name: str, policy: AgentPolicy | str, episodes: int, split: str
         split = choose_split(info, split)
         specs = evaluation_specs(pool, split, episodes, seed)
         if say is not None and getattr(actor, "action_mode", None) == "generate":
-            from gagpo_cli.train.forecast import announce_eval_estimate
+            from gagpo_cli.train.forecast import announce_eval_forecast
 
-            announce_eval_estimate(acting, pool, split, episodes=len(specs), batch_size=batch_size,
+            announce_eval_forecast(acting, pool, split, episodes=len(specs), batch_size=batch_size,
                                    max_steps=max_steps or info.max_steps,
                                    trials=trials if agent == "reflexion" else 1, say=say)
         if agent == "reflexion":

@@ -78,30 +78,54 @@ def _defaults(facts: EstimatorFacts) -> str:
     return ", ".join(parts)
 
 
+def _columns(kind: str, name: str, obj: Any) -> list[str]:
+    """The kind's own columns of one plugin's row (after name and description)."""
+    if kind == "estimators":
+        facts = estimator_facts(obj)
+        return [loss_text(facts), _defaults(facts)]
+    if kind == "environments":
+        return [f"{getattr(obj, 'max_steps', '?')} steps; splits {', '.join(getattr(obj, 'splits', ()))}"]
+    if kind == "policy-kinds":
+        return [f"model.name: {name}; acts in {', '.join(getattr(obj, 'action_modes', ()))}"]
+    if kind == "engines":
+        problem = obj.problem() if callable(getattr(obj, "problem", None)) else None
+        priority = getattr(obj, "auto_priority", 0)
+        auto = f"auto tries it (priority {priority})" if priority > 0 else "by name only"
+        return [f"{auto}; {'usable here' if problem is None else escape(problem)}"]
+    return [""]
+
+
+COLUMN = {"estimators": "loss", "environments": "budget", "policy-kinds": "used as",
+          "engines": "rollout.engine", "action-modes": ""}
+
+
 def plugin_table(kind: str, console: Console) -> None:
-    """Print one table for ``kind`` ('estimators' or 'environments') and a warning per broken plugin."""
+    """Print one table for plugin ``kind`` (a key of ``plugins.GROUPS``) and a warning per broken plugin."""
     group = plugins.GROUPS[kind]
     loaded, failed = plugins.load_all(group)
     packages = {info.name: info.package for info in plugins.describe(group)}
-    table = Table(title=f"{kind} ({plugins.GROUPS[kind]})", title_justify="left")
+    table = Table(title=f"{kind} ({group})", title_justify="left")
     table.add_column("name", style="bold cyan", no_wrap=True)
     table.add_column("what it is")
+    if COLUMN[kind]:
+        table.add_column(COLUMN[kind], no_wrap=kind == "estimators")
     if kind == "estimators":
-        table.add_column("loss", no_wrap=True)
         table.add_column("defaults")
     table.add_column("package", style="dim", no_wrap=True)
     for name, obj in loaded.items():
-        row = [name, plugin_summary(obj)]
-        if kind == "estimators":
-            facts = estimator_facts(obj)
-            if facts.paper:
-                row[1] += f"\n[dim]{escape(facts.paper)}[/dim]"
-            row += [loss_text(facts), _defaults(facts)]
+        row = [name, escape(plugin_summary(obj))]
+        if kind == "estimators" and (paper := estimator_facts(obj).paper):
+            row[1] += f"\n[dim]{escape(paper)}[/dim]"
+        row += _columns(kind, name, obj) if COLUMN[kind] else []
         row.append(packages.get(name, "?"))
         table.add_row(*row)
+    if kind == "policy-kinds":  # the default kind, which no entry point names
+        table.add_row("[dim](any other)[/dim]", "a language model (transformers): a built-in alias, a folder or "
+                      "a hub id", "model.name: that model; acts in generate, score", "gagpo")
     console.print(table)
     for name, error in failed.items():
-        console.print(f"[yellow]warning:[/yellow] {kind[:-1]} plugin '{name}' failed to load and is skipped: {error}")
+        console.print(f"[yellow]warning:[/yellow] {plugins.SINGULAR[group]} plugin '{name}' failed to load and is "
+                      f"skipped: {escape(error)}")
 
 
 def experiment_table(console: Console) -> None:
@@ -145,7 +169,7 @@ LIST_KINDS = (*plugins.GROUPS, "experiments")
 
 
 def print_listing(kind: str | None) -> None:
-    """Print the tables of ``kind`` (estimators, environments, experiments; None: all).
+    """Print the tables of ``kind`` (a plugin kind of ``plugins.GROUPS``, or experiments; None: all).
 
     Unknown kinds raise ``UsageError`` naming the valid ones.
     """

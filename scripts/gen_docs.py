@@ -1,4 +1,5 @@
-"""Write the documentation's reference pages from the code: docs/reference/{estimators,cli,config}.md.
+"""Write the documentation's reference pages from the code: docs/reference/{estimators,cli,config}.md and
+the API reference, docs/reference/api/*.md.
 
     python scripts/gen_docs.py           # (re)write the pages
     python scripts/gen_docs.py --check   # write nothing; exit 1 naming every page that differs from the code
@@ -7,7 +8,9 @@
   ``gagpo`` distribution), read through ``gagpo_cli.listing.estimator_facts`` (what ``gagpo list`` shows);
 - cli.md: every command of the Typer app (``gagpo_cli.app``), its arguments and options, types, defaults, help;
 - config.md: every key of the config classes (``gagpo_cli.config``) with its type, default and description
-  (the field's ``doc`` metadata; a key without one is an error), then the built-in experiments and sweeps.
+  (the field's ``doc`` metadata; a key without one is an error), then the built-in experiments and sweeps;
+- api/*.md: the plugin API, one mkdocstrings block per object of ``API_PAGES`` (the site renders each from
+  its docstrings at build time, so a docstring change needs no regeneration; a change of the list does).
 
 tests/project/test_docs_generated.py fails when a committed page differs from what this script writes.
 """
@@ -18,6 +21,7 @@ import argparse
 import dataclasses
 import inspect
 import json
+import re
 import sys
 import types
 import typing
@@ -39,9 +43,18 @@ def _banner(source: str) -> str:
             "`python scripts/gen_docs.py`. -->\n\n")
 
 
+def literal(text: str) -> str:
+    """``text`` with ``<`` and ``&`` outside code spans escaped, so that a placeholder such as ``<seed>`` shows
+    as written instead of passing through as an HTML tag (Markdown leaves code spans alone)."""
+    parts = re.split(r"(`+[^`]*`+)", text)
+    return "".join(part if part.startswith("`") else part.replace("&", "&amp;").replace("<", "&lt;")
+                   for part in parts)
+
+
 def cell(text: Any) -> str:
-    """``text`` as one Markdown table cell: pipes escaped, line breaks and runs of spaces folded."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+    """``text`` as one Markdown table cell: placeholders kept literal, pipes escaped, line breaks and runs of
+    spaces folded."""
+    return literal(" ".join(str(text).split())).replace("|", "\\|")
 
 
 def plain_value(value: Any) -> str:
@@ -75,7 +88,8 @@ def estimator_page() -> str:
            "# Estimator reference\n\n",
            "Every built-in advantage estimator, as the registry declares it (`gagpo list estimators` prints the "
            "same). The formulas are on the [estimator pages](../estimators/index.md) and in "
-           "[the formulas the code implements](../algorithms.md).\n\n",
+           "[the formulas the code implements](../algorithms.md); the class attributes and options a new one "
+           "declares are in the [estimator API](api/estimators.md).\n\n",
            "| name | what it is | paper | loss | options by default | reads | source |\n",
            "|---|---|---|---|---|---|---|\n"]
     for info, cls, facts in rows:
@@ -129,12 +143,23 @@ def _type_text(tp: Any) -> tuple[str, bool]:
     return names.get(tp, getattr(tp, "__name__", str(tp))), False
 
 
-def _param_rows(callback: Any) -> list[str]:
-    """One table row per parameter of a Typer command callback (its ``Annotated`` typer metadata)."""
+def _declaration(param: Any) -> str:
+    """An option's names as the parser Typer builds reads them: ``--config, -c``; a flag with an off switch
+    as ``--resume/--no-resume`` (Typer adds ``--no-X`` only to a flag declared without names of its own)."""
+    names = list(param.opts)
+    if param.secondary_opts:
+        names[0] = f"{names[0]}/{'/'.join(param.secondary_opts)}"
+    return ", ".join(names)
+
+
+def _param_rows(callback: Any, command: Any) -> list[str]:
+    """One table row per parameter of a Typer command callback: names from the parser's ``command`` (click),
+    type, default and help from the callback's ``Annotated`` typer metadata."""
     import typer.models
 
     rows = []
     hints = typing.get_type_hints(callback, include_extras=True)
+    parsed = {p.name: p for p in command.params}
     for name, param in inspect.signature(callback).parameters.items():
         annotation = hints[name]
         base, info = typing.get_args(annotation)[0], typing.get_args(annotation)[1]
@@ -143,15 +168,7 @@ def _param_rows(callback: Any) -> list[str]:
             decl = name.upper()
             kind = f"argument, {kind}"
         else:
-            # Annotated style: typer takes a first positional string (``typer.Option("--config", "-c")``)
-            # as the first declaration, where OptionInfo keeps it as ``default``
-            first = [info.default] if isinstance(info.default, str) and info.default.startswith("-") else []
-            decls = [d for d in (*first, *(info.param_decls or ())) if d.startswith("-")]
-            if not decls:
-                decls = [f"--{name.replace('_', '-')}"]
-            if kind == "flag" and not any("/" in d for d in decls):
-                decls = [f"{decls[0]}/--no-{decls[0][2:]}", *decls[1:]]
-            decl = ", ".join(decls)
+            decl = _declaration(parsed[name])
         required = param.default is inspect.Parameter.empty
         default = "required" if required else "unset" if param.default is None else value_text(param.default)
         if repeatable:
@@ -162,8 +179,11 @@ def _param_rows(callback: Any) -> list[str]:
 
 def cli_page() -> str:
     """Every command of the ``gagpo`` Typer app with its parameters."""
+    import typer
+
     from gagpo_cli.app import app
 
+    parser = typer.main.get_command(app)
     out = [_banner("the Typer app (gagpo_cli/app.py)"), "# Command-line reference\n\n",
            f"{cell(app.info.help)}\n\n",
            "Every command prints its own help with `gagpo COMMAND --help`. Bad input gets one line on stderr and "
@@ -175,9 +195,9 @@ def cli_page() -> str:
         first = (inspect.getdoc(callback) or "").split("\n\n")[0]
         out.append(f"| [`gagpo {name}`](#gagpo-{name}) | {cell(first)} |\n")
     for name, callback in commands:
-        out += [f"\n## `gagpo {name}`\n\n", f"{inspect.getdoc(callback) or ''}\n\n",
+        out += [f"\n## `gagpo {name}`\n\n", f"{literal(inspect.getdoc(callback) or '')}\n\n",
                 "| argument / option | type | default | what it does |\n", "|---|---|---|---|\n",
-                *_param_rows(callback)]
+                *_param_rows(callback, parser.commands[name])]
     return "".join(out)
 
 
@@ -233,7 +253,7 @@ def config_page() -> str:
     for f in dataclasses.fields(cfg):
         section = getattr(cfg, f.name)
         if dataclasses.is_dataclass(section):
-            out += [f"\n## `{f.name}`\n\n", f"{inspect.getdoc(type(section))}\n\n", header,
+            out += [f"\n## `{f.name}`\n\n", f"{literal(inspect.getdoc(type(section)) or '')}\n\n", header,
                     *config_rows(section, f"{f.name}.")]
     out += ["\n## Built-in experiments\n\n", "`gagpo train NAME` (files in `experiments/`):\n\n",
             "| name | what it is | estimator | environment | model |\n", "|---|---|---|---|---|\n"]
@@ -250,12 +270,162 @@ def config_page() -> str:
     return "".join(out)
 
 
+# ------------------------------------------------------------------------------------------------ API
+
+
+@dataclasses.dataclass(frozen=True)
+class ApiPage:
+    """One page of the API reference: a title, a few lines that say how its objects fit together, then one
+    mkdocstrings block per object (``module``, the names documented from it). ``members``: a class's
+    members to show, where the default (every public one) is not what a plugin author needs."""
+
+    title: str
+    intro: str
+    objects: tuple[tuple[str, tuple[str, ...]], ...]
+    members: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+
+
+# The plugin API: what a new estimator, environment, policy kind, rollout engine or action mode is written
+# against. tests/project/test_docs_generated.py checks that every name listed exists, that every public
+# name of these modules is either listed or in API_LEFT_OUT, and that estimators.__all__ and
+# environments.__all__ are all here.
+API_PAGES: dict[str, ApiPage] = {
+    "estimators.md": ApiPage(
+        title="Estimator API",
+        intro=(
+            "An estimator is a subclass of `Estimator` that turns a `StepBatch` (one row per environment "
+            "step, rows in any order) into one advantage per row: it implements `_compute`, returning an "
+            "`EstimatorOutput`, and callers use `compute` (the advantages) or `compute_output` (with value "
+            "targets and diagnostics), which check the batch and the output around it. Its name is its entry "
+            "point's. Its class attributes tell the trainer how to train with it (`ratio_mode`, `loss_agg`, "
+            "`needs_critic`, `needs_groups`, `requires`), what `gagpo list` shows (`description`, `paper`, "
+            "`arxiv`) and how reports and presets place it (`label`, `order`, `tables`, `variants`); its "
+            "options are keyword arguments checked at construction. The formulas the built-ins "
+            "compute are in [the formulas the code implements](../../algorithms.md); "
+            "[Adding a plugin](../../plugins.md) shows where a new one is declared."),
+        objects=(
+            ("estimators", ("get_estimator", "available_estimators")),
+            ("estimators.base", ("Estimator", "EstimatorOutput", "RATIO_MODES", "LOSS_AGGS", "SHARED_OPTIONS",
+                                 "STATE_GROUPING_OPTIONS")),
+            ("estimators.batch", ("StepBatch", "OPTIONAL_COLUMNS", "StepGroups")),
+            ("estimators.options", ("number", "count_or_none", "flag", "choice")),
+        ),
+        members={"estimators.base.Estimator": (  # _compute: what a subclass implements (private to callers)
+            "_compute", "compute", "compute_output", "name", "description", "ratio_mode", "loss_agg", "needs_critic",
+            "needs_groups", "requires", "paper", "arxiv", "defaults", "fixed", "groups_states", "grouping_defaults",
+            "label", "order", "tables", "variants", "label_for", "sort_key", "in_table", "preset_cells")},
+    ),
+    "grouping.md": ApiPage(
+        title="Batch layout and grouping helpers",
+        intro=(
+            "A `StepBatch`'s rows arrive in any order; `batch.layout` (a `TrajectoryLayout`) sorts them once "
+            "into *slots*: trajectory after trajectory, steps in order. An estimator moves a per-row array "
+            "into slot order with `layout.to_slots`, runs its recursions there (`reverse_scan` for returns "
+            "and GAE, `next_in_trajectory`, `trajectory_sums`) and hands its advantages back in row order "
+            "with `layout.to_rows`. States are grouped inside each rollout group by `batch.state_index` (a "
+            "`StateIndex`: one code per distinct state key); the `segment_*` helpers and `group_normalize` "
+            "compute means and normalisations over any such codes in one vectorised pass."),
+        objects=(
+            ("estimators.grouping", ("TrajectoryLayout", "StateIndex", "factorize", "factorize_within",
+                                     "segment_mean", "segment_center", "segment_standardize",
+                                     "segment_relative")),
+            ("estimators.norms", ("group_normalize", "group_std", "SINGLETON_RULES")),
+        ),
+    ),
+    "environments.md": ApiPage(
+        title="Environment API",
+        intro=(
+            "An environment is a subclass of `Environment` (the loaded benchmark, built once per run with "
+            "keyword options) whose `new_episode` returns an `Episode` (one live interaction). An episode's "
+            "`reset` returns a `Reset` and each `step` a `Step`; both carry the admissible actions and the "
+            "state key that grouping estimators compare. [Environments](../../environments.md#one-protocol) "
+            "describes the built-ins."),
+        objects=(
+            ("environments.base", ("Environment", "Episode", "Reset", "Step", "TableColumn", "get_environment",
+                                   "available_environments", "stratified_order", "score_mode_env_options")),
+        ),
+    ),
+    "policies.md": ApiPage(
+        title="Policies, rollout engines and action modes",
+        intro=(
+            "A *policy kind* is what `model.name` builds: the language model, or a kind registered under "
+            "the `gagpo.policy_kinds` entry-point group such as `bow-mlp` (`policy_kind` says which). Every "
+            "policy is a `TrainablePolicy`; one that acts in "
+            "score mode is also a `ScoringPolicy` (it scores a `ScoreInput`'s admissible actions into a "
+            "`ScoreOutput`), one that acts in generate mode a `GeneratingPolicy`. In generate mode the text "
+            "is written through a *rollout engine* (a `RolloutEngine`, group `gagpo.engines`: `hf` or "
+            "`vllm`). The *action mode* (an `ActionMode`, group `gagpo.action_modes`: `score` or `generate`) "
+            "decides how a turn is acted and which updater trains the policy. A third party adds any of them "
+            "with one class and one entry point. [Action modes and policies](../../action-modes.md) and "
+            "[rollout engines](../../scaling.md#rollout-engines) describe the built-ins; "
+            "[Architecture](../../architecture.md) says where a new one goes."),
+        objects=(
+            ("gagpo_cli.train.policies.kinds", ("policy_kind", "load_policy", "POLICY_FACTS")),
+            ("gagpo_cli.train.policies.protocol", ("TrainablePolicy", "ScoringPolicy", "GeneratingPolicy")),
+            ("gagpo_cli.train.policies.scoring", ("ScoreInput", "ScoreOutput", "SCORE_NORMS")),
+            ("gagpo_cli.train.acting.engines.base", ("RolloutEngine", "ActingEngine", "EngineError")),
+            ("gagpo_cli.train.acting.modes", ("ActionMode", "Acting", "get_action_mode", "action_mode_names")),
+        ),
+    ),
+    "plugins.md": ApiPage(
+        title="Plugin registry",
+        intro=(
+            "Every extension point is found by name through Python entry points, in the groups "
+            "`gagpo.estimators`, `gagpo.environments`, `gagpo.policy_kinds`, `gagpo.engines` and "
+            "`gagpo.action_modes`: the built-ins are declared in this project's `pyproject.toml` exactly as a "
+            "third-party package declares its own ([Adding a plugin](../../plugins.md)). Nothing is imported "
+            "until a name is asked for; an unknown name is an error that names the closest valid one. A "
+            "plugin's name is written once, in its entry point: the base classes read it with "
+            "`RegisteredName`."),
+        objects=(
+            ("gagpo_core.plugins", ("load", "load_all", "plugin_names", "target", "describe", "registered_name",
+                                    "RegisteredName", "PluginInfo", "closest", "unknown_name_message",
+                                    "UnknownPluginError")),
+        ),
+    ),
+}
+
+# Public names of those modules that are not part of the plugin API, each with its reason.
+API_LEFT_OUT: dict[str, dict[str, str]] = {
+    "gagpo_cli.train.policies.kinds": {
+        "PolicyKind": "the registry's record of a kind; a new kind implements the protocols",
+        "LANGUAGE_MODEL": "the built-in kind", "LANGUAGE_MODEL_TARGET": "where the built-in kind lives"},
+    "gagpo_cli.train.policies.scoring": {"PackedScores": "how a policy packs scores internally",
+                                         "ActionScorer": "ScoringPolicy is the protocol a policy implements",
+                                         "check_norm": "the settings check of rollout.score_norm"},
+    "gagpo_cli.train.acting.modes": {"GenerateMode": "a built-in mode", "ScoreMode": "a built-in mode"},
+    "gagpo_core.plugins": {"ESTIMATORS": "a group name, given in the page's text",
+                           "ENVIRONMENTS": "a group name, given in the page's text",
+                           "POLICY_KINDS": "a group name, given in the page's text",
+                           "ENGINES": "a group name, given in the page's text",
+                           "ACTION_MODES": "a group name, given in the page's text",
+                           "GROUPS": "the group names by gagpo list's words",
+                           "SINGULAR": "how messages name one plugin of a group"},
+}
+
+
+def api_page(page: ApiPage) -> str:
+    """The mkdocstrings blocks of ``page`` under its title and introduction."""
+    out = [_banner("the list API_PAGES in scripts/gen_docs.py and the code's docstrings"), f"# {page.title}\n\n",
+           f"{page.intro}\n\n"]
+    for module, names in page.objects:
+        for name in names:
+            path = f"{module}.{name}"
+            out.append(f"::: {path}\n")
+            if path in page.members:
+                out.append(f"    options:\n      members: [{', '.join(page.members[path])}]\n")
+            out.append("\n")
+    return "".join(out).rstrip("\n") + "\n"
+
+
 # ----------------------------------------------------------------------------------------------- main
 
 
 def render_pages() -> dict[str, str]:
     """File name under docs/reference/ -> its generated text."""
-    return {"estimators.md": estimator_page(), "cli.md": cli_page(), "config.md": config_page()}
+    pages = {"estimators.md": estimator_page(), "cli.md": cli_page(), "config.md": config_page()}
+    pages.update({f"api/{name}": api_page(page) for name, page in API_PAGES.items()})
+    return pages
 
 
 def stale_pages(pages: dict[str, str] | None = None) -> list[str]:
@@ -279,8 +449,8 @@ def main(argv: list[str] | None = None) -> int:
         for name in stale:
             print(f"docs/reference/{name} is stale: run python scripts/gen_docs.py", file=sys.stderr)
         return 1 if stale else 0
-    REFERENCE.mkdir(parents=True, exist_ok=True)
     for name, text in pages.items():
+        (REFERENCE / name).parent.mkdir(parents=True, exist_ok=True)
         (REFERENCE / name).write_text(text, encoding="utf-8")
         print(f"wrote docs/reference/{name}")
     return 0

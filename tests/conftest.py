@@ -17,20 +17,25 @@ one worker runs them one after another and no two of them share the cores; other
 that a module's fixtures (a trained run, a prepared folder) are built once. The heavy group is
 scheduled first, then the integration modules, then the unit ones (longest work first).
 
-Shared helpers live in plain modules next to this file (``tiny_model.py``, ``support.py``,
-``train_runs.py``, ``report_runs.py``, ``estimator_cases.py``, ``estimator_reference.py``,
-``graph_cases.py``) and the toy environments in the ``envs`` package; no test module imports another
-test module.
+Shared helpers live in plain modules next to this file (``support.py``, ``train_runs.py``,
+``report_runs.py``, ``estimator_cases.py``, ``estimator_reference.py``, ``graph_cases.py``) and the toy
+environments in the ``envs`` package; no test module imports another test module. What the benchmarks
+use too (the tiny model, the plain-loop and straightforward references) lives in ``testkit/`` beside
+``tests/``, put on ``sys.path`` here (benchmarks never import ``tests/``: tests/core/test_layers.py).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from envs import plugin_on_sys_path
+
+sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "testkit"))  # tiny_model, the references
+
+from envs import plugin_on_sys_path  # noqa: E402
 
 try:  # before pytest refuses pyproject's -n as an unknown option
     import xdist  # noqa: F401

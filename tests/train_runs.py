@@ -1,4 +1,4 @@
-"""Training runs through the real command line, shared by the resume, crash, engine and estimate tests.
+"""Training runs through the real command line, shared by the resume, crash, engine and forecast tests.
 
 The helpers build ``gagpo train`` command lines for the ``resume_setup`` fixture of ``conftest.py``
 (a tiny model saved as a folder, the corridor plugin on ``sys.path``), run them in-process or as a

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from environments.alfworld import catalog, generator
 from environments.alfworld.embedded import EmbeddedEpisode
-from environments.base import Environment, Episode
+from environments.base import Environment, Episode, TableColumn
 
 _OPTIONS = ("backend", "data_dir", "train_tasks", "valid_seen_tasks", "valid_unseen_tasks",
             "step_timeout_s", "reset_timeout_s", "expert_type")
@@ -33,11 +33,21 @@ class ALFWorldEnvironment(Environment):
     ``reset_timeout_s`` (300), ``expert_type`` ("handcoded" | "planner").
     """
 
-    name: ClassVar[str] = "alfworld"
     description: ClassVar[str] = "ALFWorld household tasks (embedded generator, or the real textworld engine)"
     max_steps: ClassVar[int] = 50
     task_types: ClassVar[tuple[str, ...]] = catalog.TASK_TYPES
     splits: ClassVar[tuple[str, ...]] = ("train", "valid_seen", "valid_unseen")
+    role: ClassVar[str] = (
+        "You are an expert household agent in a text-based embodied world (ALFWorld). You move between "
+        "places and pick up, open, clean, heat, cool and place objects to finish household chores."
+    )
+    presets: ClassVar[dict[str, dict[str, Any]]] = {"table1": {"env.max_steps": 50}}  # the paper's budget
+    # Table 1: success per task type, then overall; Table 2: overall
+    table_columns: ClassVar[tuple[TableColumn, ...]] = (
+        *(TableColumn(f"ALFWorld {'Pick2' if t == 'pick2' else t.capitalize()}", ("per_type", t), f"alfworld/{t}",
+                      tables=(1,)) for t in catalog.TASK_TYPES),
+        TableColumn("ALFWorld All", ("success_rate",), "alfworld/all", overall=True),
+    )
 
     def __init__(self, **options: Any) -> None:
         unknown = sorted(set(options) - set(_OPTIONS))

@@ -39,7 +39,6 @@ class SokobanEnvironment(Environment):
     action itself (``actions.py``); what an unreadable answer costs is in ``SokobanEpisode``.
     """
 
-    name: ClassVar[str] = "sokoban"
     description: ClassVar[str] = "Sokoban: push every box onto a target (procedural levels, verl-agent's text board)"
     max_steps: ClassVar[int] = 15
     task_types: ClassVar[tuple[str, ...]] = (TASK_TYPE,)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, ClassVar
 
-from environments.base import Environment, Episode, Reset, Step
+from environments.base import Environment, Episode, Reset, Step, TableColumn
 from environments.webshop import data
 from environments.webshop.engine import SEARCH_TEMPLATE, Session, Shop
 from environments.webshop.expert import expert_action
@@ -43,12 +43,20 @@ class WebShopEnvironment(Environment):
     ``FileNotFoundError``/``ValueError`` naming the expected file when the data is missing or malformed.
     """
 
-    name: ClassVar[str] = "webshop"
     description: ClassVar[str] = "WebShop: find and buy the product an instruction describes (text mode)"
     max_steps: ClassVar[int] = 15
     task_types: ClassVar[tuple[str, ...]] = CATEGORIES
     splits: ClassVar[tuple[str, ...]] = ("train", "test")
     score_mode_options: ClassVar[dict[str, Any]] = {"search_queries": 4}
+    role: ClassVar[str] = (
+        "You are an expert shopping agent on a text-based online store (WebShop). You search the catalog, "
+        "open products, choose their options and buy the one item that matches the instruction."
+    )
+    presets: ClassVar[dict[str, dict[str, Any]]] = {"table1": {"env.max_steps": 15}}  # the paper's budget
+    table_columns: ClassVar[tuple[TableColumn, ...]] = (
+        TableColumn("WebShop Score", ("score",), "webshop/score"),
+        TableColumn("WebShop Succ.", ("success_rate",), "webshop/success", overall=True),
+    )
 
     def __init__(self, data_dir: str | None = None, human_goals: bool = False, num_products: int | None = None,
                  reward: str = "original", search_queries: int = 0, **unknown: Any) -> None:

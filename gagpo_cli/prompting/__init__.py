@@ -2,7 +2,7 @@
 
 ``gagpo eval --policy MODEL --agent NAME``:
 
-- ``plain``: the rollout's own prompt (``train.acting.prompts.render_prompt``), the model as it is trained;
+- ``plain``: the rollout's own prompt (``train.prompts.render_prompt``), the model as it is trained;
 - ``react``: ReAct (Yao et al. 2023, arXiv 2210.03629): a thought then the action, the thoughts kept
   in the history window (``react.ReactAgent``);
 - ``reflexion``: Reflexion (Shinn et al. 2023, arXiv 2303.11366): the ReAct agent replays each failed

@@ -1,6 +1,7 @@
 """Who a run is (method, variant, environment, model) and the statistics over its seeds.
 
-A run's method comes from its config: the estimator name, and GiGPO's mode (w/ or w/o std). Runs
+A run's method comes from its config: the label its estimator declares for its options
+(``Estimator.label_for``; GiGPO's mode makes two methods, w/ and w/o std). Runs
 that share method, environment and model but differ in some other setting (a lambda sweep, a
 learning rate) are told apart by a variant: the settings that differ, ``lam=0.5, norm=batch``.
 The seed, where records go and settings that do not change the result are never a variant.
@@ -17,46 +18,75 @@ from typing import Any
 
 import numpy as np
 
+from estimators import Estimator
 from gagpo_cli.report.runs import RunRecord
+from gagpo_core import plugins
 
-METHOD_LABELS = {
-    "ppo": "PPO", "rloo": "RLOO", "grpo": "GRPO", "gagpo": "GAGPO",
-    "gagpo-lambda0": "GAGPO (lambda = 0)", "gagpo-mc": "GAGPO (Monte-Carlo advantage)",
-    "gagpo-token-ratio": "GAGPO (token-level ratio)", "gagpo-broadcast": "GAGPO (+ trajectory advantage)",
-    "gagpo-batch-norm": "GAGPO (batch normalisation)", "gagpo-no-norm": "GAGPO (no normalisation)",
-    "pgpo": "PGPO", "hgpo": "HGPO", "graft": "GRAFT", "planpo": "PlanPO", "g2po": "G2PO", "graphgpo": "GraphGPO",
-    "empg": "EMPG",
-}
-PEER_METHODS = ("pgpo", "hgpo", "graft", "planpo", "g2po", "graphgpo", "empg")
-GIGPO_LABELS = {"mean_std_norm": "GiGPO (w/ std)", "mean_norm": "GiGPO (w/o std)"}
-# Table 1's prompting rows (GiGPO and GAGPO papers): the model prompted, ReAct, Reflexion (gagpo eval --agent)
+# Table 1's prompting rows (GiGPO and GAGPO papers): the model prompted, ReAct, Reflexion (gagpo eval --agent),
+# placed before every estimator's rows
 PROMPTING_LABELS = {"react": "ReAct", "reflexion": "Reflexion"}
+PROMPTING_ORDER = {"plain": -3, "react": -2, "reflexion": -1}
 PROMPTED = " (prompting)"  # the plain agent's row: "<model> (prompting)"
-# Table 1 order (paper), then Table 2 order (docs/algorithms.md#ablations), then the other methods
-# the paper is compared with
-METHOD_ORDER = [*PROMPTING_LABELS.values(),
-                "PPO", "RLOO", "GRPO", "GiGPO (w/ std)", "GiGPO (w/o std)", "GAGPO",
-                *(METHOD_LABELS[n] for n in ("gagpo-lambda0", "gagpo-mc", "gagpo-token-ratio", "gagpo-broadcast",
-                                             "gagpo-batch-norm", "gagpo-no-norm")),
-                *(METHOD_LABELS[n] for n in PEER_METHODS)]
 # settings that never make a variant: identity, bookkeeping, speed
 NOT_A_VARIANT = ("train.seed", "logging.", "name", "description", "env.workers", "model.device", "train.threads",
                  "train.save_every", "rollout.engine", "rollout.engine_options")
 
 
+def estimator_class(name: str) -> type[Estimator] | None:
+    """The estimator class registered as ``name``; None when none is installed here, or it fails to load
+    (its runs are then reported under the name alone)."""
+    try:
+        found = plugins.load(plugins.ESTIMATORS, name)
+    except Exception:  # an uninstalled or broken plugin must not stop a report of its runs
+        return None
+    return found if isinstance(found, type) and issubclass(found, Estimator) else None
+
+
+def _estimator_of(config: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    estimator = config.get("estimator", {})
+    return str(estimator.get("name", "?")), dict(estimator.get("options") or {})
+
+
 def method_label(config: dict[str, Any]) -> str:
-    """PPO, RLOO, GRPO, GiGPO (w/ std | w/o std), GAGPO and its ablations; other names as they are. A
-    prompting evaluation (``runs.prompting_record``): ``<model> (prompting)``, ``ReAct``, ``Reflexion``."""
+    """The row label the run's estimator declares (``Estimator.label_for``: PPO, GiGPO (w/ std), GAGPO
+    (lambda = 0), ...), or its name when it is not installed. A prompting evaluation
+    (``runs.prompting_record``): ``<model> (prompting)``, ``ReAct``, ``Reflexion``."""
     if "prompting" in config:
         agent = str(config["prompting"].get("agent"))
         own = model_label(config) + (PROMPTED if agent == "plain" else f" ({agent})")
         return PROMPTING_LABELS.get(agent, own)
-    estimator = config.get("estimator", {})
-    name = str(estimator.get("name", "?"))
-    if name == "gigpo":
-        mode = (estimator.get("options") or {}).get("mode", "mean_std_norm")
-        return GIGPO_LABELS.get(mode, f"GiGPO ({mode})")
-    return METHOD_LABELS.get(name, name)
+    name, options = _estimator_of(config)
+    cls = estimator_class(name)
+    return cls.label_for(options) if cls is not None else name
+
+
+def method_order(config: dict[str, Any]) -> tuple[int, int]:
+    """The run's method's place among a table's rows: the prompting rows first, then the estimators by
+    their declared ``order`` (``Estimator.sort_key``); one that is not installed after them."""
+    if "prompting" in config:
+        return PROMPTING_ORDER.get(str(config["prompting"].get("agent")), 0), 0
+    name, options = _estimator_of(config)
+    cls = estimator_class(name)
+    return cls.sort_key(options) if cls is not None else (Estimator.order, 0)
+
+
+def in_paper_table(config: dict[str, Any], number: int) -> bool:
+    """Whether the run's estimator is a row of the paper's Table ``number`` (``Estimator.tables``)."""
+    if "prompting" in config:
+        return number == 1
+    cls = estimator_class(_estimator_of(config)[0])
+    return cls is not None and cls.in_table(number)
+
+
+def paper_table_labels(number: int) -> set[str]:
+    """The labels of every installed estimator's rows of the paper's Table ``number``."""
+    loaded, _ = plugins.load_all(plugins.ESTIMATORS)
+    labels: set[str] = set()
+    for cls in loaded.values():
+        if isinstance(cls, type) and issubclass(cls, Estimator) and cls.in_table(number):
+            labels.add(cls.label_for())
+            labels.update(label for label, _ in cls._declared("variants").values())
+    return labels
 
 
 def model_label(config: dict[str, Any]) -> str:
@@ -74,7 +104,9 @@ def _ignored(key: str) -> bool:
 
 
 def _method_keys(key: str) -> bool:
-    return key == "estimator.name" or key == "estimator.options.mode"
+    """The estimator's name; its options that pick a declared variant (GiGPO's mode) differ between
+    methods, never within one, so they never make a variant either."""
+    return key == "estimator.name"
 
 
 def short_key(key: str) -> str:

@@ -22,15 +22,15 @@ import yaml
 
 from gagpo_cli.errors import UsageError
 from gagpo_cli.report.aggregate import (
-    METHOD_LABELS,
-    METHOD_ORDER,
-    PROMPTED,
     Stat,
     env_name,
     format_setting,
+    in_paper_table,
     method_label,
+    method_order,
     metric_value,
     model_label,
+    paper_table_labels,
     short_key,
     variant_keys,
     variant_of,
@@ -38,8 +38,7 @@ from gagpo_cli.report.aggregate import (
 )
 from gagpo_cli.report.runs import RunRecord
 from gagpo_cli.report.settings import duplicate_differences
-
-ALFWORLD_TYPES = ("pick", "look", "clean", "heat", "cool", "pick2")
+from gagpo_core import plugins
 
 
 @dataclass(frozen=True)
@@ -53,16 +52,23 @@ class Column:
     key: str = ""
 
 
-ALF_ALL = Column("ALFWorld All", "alfworld", ("success_rate",), "alfworld/all")
-WS_SCORE = Column("WebShop Score", "webshop", ("score",), "webshop/score")
-WS_SUCC = Column("WebShop Succ.", "webshop", ("success_rate",), "webshop/success")
-TABLE1_COLUMNS = [*(Column(f"ALFWorld {t.capitalize() if t != 'pick2' else 'Pick2'}", "alfworld",
-                           ("per_type", t), f"alfworld/{t}") for t in ALFWORLD_TYPES), ALF_ALL, WS_SCORE, WS_SUCC]
-TABLE2_COLUMNS = [ALF_ALL, WS_SCORE, WS_SUCC]
-TABLE2_METHODS = {label for name, label in METHOD_LABELS.items() if name.startswith("gagpo")}
+def paper_columns(number: int) -> list[Column]:
+    """The columns of the paper's Table ``number``: those every installed environment declares for it
+    (``Environment.table_columns``), environments in name order."""
+    loaded, _ = plugins.load_all(plugins.ENVIRONMENTS)
+    return [Column(c.header, name, tuple(c.path), c.key)
+            for name, env in loaded.items() for c in getattr(env, "table_columns", ()) if number in c.tables]
+
+
+def overall_headers(number: int) -> list[str]:
+    """The aggregate over environments (rliable's tasks): the overall success column of every environment
+    in Table ``number``."""
+    loaded, _ = plugins.load_all(plugins.ENVIRONMENTS)
+    return [c.header for env in loaded.values() for c in getattr(env, "table_columns", ())
+            if number in c.tables and c.overall]
+
+
 FEWER_SEEDS = "†"
-# the aggregate over environments (rliable's tasks): one success rate per environment
-TABLE_TASKS = [ALF_ALL.header, WS_SUCC.header]
 DEFAULT_BASELINES = {1: "GRPO", 2: "GAGPO"}  # the paper's comparisons: GAGPO vs GRPO; ablations vs GAGPO
 
 RunValue = Callable[[RunRecord, Column], "float | None"]
@@ -160,14 +166,6 @@ class ReportTable:
         return max(means) if means else math.nan
 
 
-def _order(label: str) -> tuple[int, str]:
-    """Table 1's order: the prompted model, ReAct, Reflexion, the RL methods, then the rest."""
-    method = label.split(" [", 1)[0]
-    if method.endswith(PROMPTED):
-        return (-1, label)
-    return (METHOD_ORDER.index(method) if method in METHOD_ORDER else len(METHOD_ORDER), label)
-
-
 def measured_row(block: str, label: str, columns: list[Column], members: dict[str, list[RunRecord]],
                  value: RunValue) -> Row:
     """A measured row from the runs filling each column (``members[column.header]``): per column one
@@ -192,7 +190,7 @@ def measured_row(block: str, label: str, columns: list[Column], members: dict[st
 
 def paper_table(runs: list[RunRecord], number: int, value: RunValue = final_value) -> ReportTable:
     """Table 1 or 2 from finished runs (``evaluation`` set); runs that do not fit are noted."""
-    columns = TABLE1_COLUMNS if number == 1 else TABLE2_COLUMNS
+    columns = paper_columns(number)
     envs = {c.env for c in columns}
     notes: list[str] = []
     skipped_envs = sorted({env_name(r.config) for r in runs} - envs)
@@ -200,27 +198,29 @@ def paper_table(runs: list[RunRecord], number: int, value: RunValue = final_valu
         notes.append(f"runs on {', '.join(skipped_envs)} are not part of Table {number}; left out")
     fitting = [r for r in runs if env_name(r.config) in envs]
     if number == 2:
-        others = sorted({method_label(r.config) for r in fitting} - TABLE2_METHODS)
+        others = sorted({method_label(r.config) for r in fitting if not in_paper_table(r.config, 2)})
         if others:
             notes.append(f"Table 2 holds GAGPO and its ablations; left out: {', '.join(others)}")
-        fitting = [r for r in fitting if method_label(r.config) in TABLE2_METHODS]
+        fitting = [r for r in fitting if in_paper_table(r.config, 2)]
     if not fitting:
-        raise UsageError(f"no finished runs fit Table {number} (runs of ALFWorld or WebShop"
+        raise UsageError(f"no finished runs fit Table {number} (runs of {' or '.join(sorted(envs))}"
                          f"{' with GAGPO or its ablations' if number == 2 else ''})")
     keys = variant_keys(fitting)
     groups: dict[tuple[str, str, str], list[RunRecord]] = defaultdict(list)
+    order: dict[str, tuple[int, int]] = {}  # label -> its method's place (``method_order``)
     for run in fitting:
         variant = variant_of(run, keys)
         label = method_label(run.config) + (f" [{variant}]" if variant else "")
         groups[(model_label(run.config), label, env_name(run.config))].append(run)
+        order[label] = method_order(run.config)
     rows = []
-    for model, label in sorted({(m, lab) for m, lab, _ in groups}, key=lambda ml: (ml[0], _order(ml[1]))):
+    for model, label in sorted({(m, lab) for m, lab, _ in groups}, key=lambda ml: (ml[0], order[ml[1]], ml[1])):
         members = {c.header: groups.get((model, label, c.env), []) for c in columns}
         rows.append(measured_row(model, label, columns, members, value))
     title = ("Table 1: success (%) per ALFWorld task type and overall, WebShop score and success (%)" if number == 1
              else "Table 2: GAGPO and its ablations, ALFWorld success, WebShop score and success (%)")
     stated = ("estimator.", "env.name", "model.name", *dict.fromkeys(k for ks in keys.values() for k in ks))
-    return ReportTable(title, columns, rows, notes, tasks=TABLE_TASKS, baseline=DEFAULT_BASELINES[number],
+    return ReportTable(title, columns, rows, notes, tasks=overall_headers(number), baseline=DEFAULT_BASELINES[number],
                        stated=stated)
 
 
@@ -292,9 +292,10 @@ def published_rows(table: ReportTable, number: int | None) -> list[Row]:
         return []
     data = load_published()
     keys = {c.key for c in table.columns}
+    table2 = paper_table_labels(2) if number == 2 else set()
     rows = []
     for entry in data["rows"]:
-        if number == 2 and entry["method"] not in TABLE2_METHODS:
+        if number == 2 and entry["method"] not in table2:
             continue
         values = {k: v for k, v in entry["values"].items() if k in keys}
         if not values:

@@ -132,7 +132,7 @@ def run_sweep(sweep: Sweep, *, launcher: str = "local", jobs: int = 1, address: 
         console.print(f"train.threads {', '.join(map(str, lowered))} lowered to {share} per run ({why})",
                       highlight=False)
     base = f"`gagpo train {Path(sweep.base).stem}`" if sweep.base else "`gagpo train` (the paper's budget)"
-    console.print(f"each run is {base} with its cell's settings; its output and time estimate "
+    console.print(f"each run is {base} with its cell's settings; its output and time forecast "
                   f"go to {sweep.root}/<cell>/s<seed>/{LOG_FILE} (on a CPU, sweep a lab experiment: "
                   "`gagpo ablate lab-alfworld --grid ...`)", highlight=False)
 

@@ -1,42 +1,43 @@
-"""The paper's sweeps as presets: ``--preset table2`` (GAGPO and its six ablations,
-docs/algorithms.md#ablations order) and ``--preset table1`` (the compared methods x the two
-environments, each at the paper's step budget). A base experiment made for one environment (its
-options, its splits) is refused by the sweep rather than given to the other (``spec.py``)."""
+"""The paper's sweeps as presets, assembled from what the plugins declare: ``--preset table2`` (every
+estimator that is a row of Table 2, ``Estimator.tables``: GAGPO and its six ablations) and ``--preset
+table1`` (Table 1's methods, one cell per declared variant: GiGPO w/ and w/o std, x the environments
+that declare the preset, ``Environment.presets``, each at the paper's step budget). Cells follow the
+estimators' declared order. A base experiment made for one environment (its options, its splits) is
+refused by the sweep rather than given to the other (``spec.py``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from estimators import Estimator
 from gagpo_cli.errors import UsageError
 from gagpo_cli.sweep.grid import Axis, AxisValue
+from gagpo_core import plugins
 from gagpo_core.plugins import unknown_name_message
 
-# docs/algorithms.md#ablations: the rows of Table 2, in the paper's order
-TABLE2_ESTIMATORS = ("gagpo", "gagpo-lambda0", "gagpo-mc", "gagpo-token-ratio", "gagpo-broadcast",
-                     "gagpo-batch-norm", "gagpo-no-norm")
 
-# Table 1 methods: label -> overrides (GiGPO in both modes, docs/algorithms.md#baselines)
-TABLE1_METHODS: dict[str, dict[str, object]] = {
-    "ppo": {"estimator.name": "ppo"},
-    "rloo": {"estimator.name": "rloo"},
-    "grpo": {"estimator.name": "grpo"},
-    "gigpo-std": {"estimator.name": "gigpo", "estimator.options.mode": "mean_std_norm"},
-    "gigpo-nostd": {"estimator.name": "gigpo", "estimator.options.mode": "mean_norm"},
-    "gagpo": {"estimator.name": "gagpo"},
-}
-# Table 1 environments: label -> overrides (the paper's step budgets: ALFWorld 50, WebShop 15)
-TABLE1_ENVS: dict[str, dict[str, object]] = {
-    "alfworld": {"env.name": "alfworld", "env.max_steps": 50},
-    "webshop": {"env.name": "webshop", "env.max_steps": 15},
-}
+def _estimators(table: int) -> list[type[Estimator]]:
+    """The installed estimators that are rows of Table ``table``, in their declared order."""
+    loaded, _ = plugins.load_all(plugins.ESTIMATORS)
+    found = [cls for cls in loaded.values() if isinstance(cls, type) and issubclass(cls, Estimator)
+             and cls.in_table(table)]
+    return sorted(found, key=lambda cls: (cls.sort_key(), cls.name))
+
+
+def _axis(name: str, cells: dict[str, dict[str, Any]]) -> Axis:
+    return Axis(name, tuple(AxisValue(label, tuple(settings.items())) for label, settings in cells.items()))
 
 
 def _table2() -> list[Axis]:
-    return [Axis("estimator", tuple(AxisValue(name, (("estimator.name", name),)) for name in TABLE2_ESTIMATORS))]
+    return [_axis("estimator", {cls.name: {"estimator.name": cls.name} for cls in _estimators(2)})]
 
 
 def _table1() -> list[Axis]:
-    methods = Axis("method", tuple(AxisValue(label, tuple(o.items())) for label, o in TABLE1_METHODS.items()))
-    envs = Axis("env", tuple(AxisValue(label, tuple(o.items())) for label, o in TABLE1_ENVS.items()))
-    return [methods, envs]
+    methods = {label: cell for cls in _estimators(1) for label, cell in cls.preset_cells().items()}
+    loaded, _ = plugins.load_all(plugins.ENVIRONMENTS)
+    envs = {name: {"env.name": name, **env.presets["table1"]} for name, env in loaded.items()
+            if "table1" in (getattr(env, "presets", None) or {})}
+    return [_axis("method", methods), _axis("env", envs)]
 
 
 PRESETS = {"table1": _table1, "table2": _table2}

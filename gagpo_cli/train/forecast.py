@@ -1,15 +1,15 @@
-"""How long a run will take: the up-front estimate, and the time left while it runs.
+"""How long a run will take: the up-front forecast, and the time left while it runs.
 
-- ``estimate_run``: before the first iteration, a short calibration (``calibrate``: a few batched
+- ``forecast_run``: before the first iteration, a short calibration (``calibrate``: a few batched
   generations of the run's real first-turn prompt) measures the prompt pass and the decode step at
-  two batch sizes; the run's budget is extrapolated from them (``Estimate``). It is an upper
+  two batch sizes; the run's budget is extrapolated from them (``Forecast``). It is an upper
   bound: every episode is assumed to use the whole step budget and every answer all
-  ``max_new_tokens``. ``announce_estimate`` prints it.
-- ``announce_eval_estimate``: the same calibration before ``gagpo eval`` of a generating model, and
+  ``max_new_tokens``. ``announce_forecast`` prints it.
+- ``announce_eval_forecast``: the same calibration before ``gagpo eval`` of a generating model, and
   the evaluation's upper bound (every episode all its steps, every answer all its tokens).
 - ``RunProgress``: the heartbeat and the iteration bar (``gagpo_cli.console``) of a training run from
   its first line to its last, with the time left: the work ahead (iterations and evaluations) priced
-  by the estimate until units of each kind finished, then by their measured means, less what the
+  by the forecast until units of each kind finished, then by their measured means, less what the
   unit in flight has already spent.
 """
 
@@ -115,7 +115,7 @@ def calibrate(engine: Any, prompt_ids: list[int], batch: int, *, fast_s: float =
 
 
 @dataclass
-class Estimate:
+class Forecast:
     """The run's remaining wall time, split by phase (seconds; upper bounds)."""
 
     iterations: int
@@ -129,8 +129,8 @@ class Estimate:
         return self.rollout_s + self.update_s + self.eval_s
 
 
-def estimate_run(cfg: Any, cost: TurnCost, *, start: int, train_steps: int, eval_steps: int,
-                 machine_name: str) -> Estimate:
+def forecast_run(cfg: Any, cost: TurnCost, *, start: int, train_steps: int, eval_steps: int,
+                 machine_name: str) -> Forecast:
     """Extrapolate ``cost`` to iterations ``start + 1 .. cfg.train.iterations``.
 
     Per iteration: ``train_steps`` turns of N x K rows and ``max_new_tokens`` tokens; the update
@@ -150,7 +150,7 @@ def estimate_run(cfg: Any, cost: TurnCost, *, start: int, train_steps: int, eval
     batches = math.ceil(cfg.train.eval_episodes / rows) if cfg.train.eval_episodes else 0
     eval_rows = min(rows, cfg.train.eval_episodes or 1)
     evaluation = evals * batches * eval_steps * cost.turn_s(eval_rows, new)
-    return Estimate(iters, rollout, update, evaluation, machine_name)
+    return Forecast(iters, rollout, update, evaluation, machine_name)
 
 
 def evaluations_ahead(train: Any, start: int) -> int:
@@ -185,13 +185,14 @@ def _hours(seconds: float) -> str:
     return f"{max(seconds, 1):.0f} s"
 
 
-def describe(est: Estimate, cpu_experiments: list[str]) -> str:
-    """The one-line estimate printed before a run: total, phases, and for a long CPU run a hint."""
-    line = (f"estimate: about {_hours(est.total_s)} on this machine ({est.machine}) for {est.iterations} "
-            f"iteration(s): rollouts {_hours(est.rollout_s)}, updates {_hours(est.update_s)}, "
-            f"evaluations {_hours(est.eval_s)} (an upper bound: every episode using all its steps, every "
+def describe(forecast: Forecast, cpu_experiments: list[str]) -> str:
+    """The one-line forecast printed before a run: total, phases, and for a long CPU run a hint."""
+    line = (f"forecast: about {_hours(forecast.total_s)} on this machine ({forecast.machine}) for "
+            f"{forecast.iterations} "
+            f"iteration(s): rollouts {_hours(forecast.rollout_s)}, updates {_hours(forecast.update_s)}, "
+            f"evaluations {_hours(forecast.eval_s)} (an upper bound: every episode using all its steps, every "
             "answer all its tokens)")
-    if est.machine.startswith("cpu") and est.total_s > HINT_ABOVE_S:
+    if forecast.machine.startswith("cpu") and forecast.total_s > HINT_ABOVE_S:
         names = " or ".join(f"`gagpo train {n}`" for n in cpu_experiments) or "`gagpo train quickstart`"
         line += f"; for a CPU try {names} (gagpo list experiments)"
     return line
@@ -203,28 +204,28 @@ def cpu_experiments() -> list[str]:
     return [n for n in ("quickstart", *sorted(n for n in names if n.startswith("lab-"))) if n in names]
 
 
-def announce_estimate(cfg: Any, engine: Any, pool: Any, *, start: int, device: Any,
-                      say: Callable[[str], None] = print) -> Estimate | None:
+def announce_forecast(cfg: Any, engine: Any, pool: Any, *, start: int, device: Any,
+                      say: Callable[[str], None] = print) -> Forecast | None:
     """Calibrate on the run's own model and first prompt, print ``describe``'s line, return the
-    estimate; None (and a line saying so) when the engine cannot generate (score mode) or the run
+    forecast; None (and a line saying so) when the engine cannot generate (score mode) or the run
     has nothing left to do."""
     if start >= cfg.train.iterations:
         return None
     if not hasattr(engine, "generate") or not hasattr(engine, "chat_prompt"):
-        say("estimate: given after the first iteration (this action mode is not calibrated up front)")
+        say("forecast: given after the first iteration (this action mode is not calibrated up front)")
         return None
     info = pool.environment_info
     split = choose_split(info, cfg.env.train_split, "env.train_split")
     prompt = first_turn_prompt(engine, pool, split, cfg.env.history)
     rows = cfg.rollout.tasks_per_batch * cfg.rollout.group_size
     cost = calibrate(engine, prompt, rows)
-    est = estimate_run(cfg, cost, start=start, train_steps=cfg.env.max_steps or info.max_steps,
+    forecast = forecast_run(cfg, cost, start=start, train_steps=cfg.env.max_steps or info.max_steps,
                        eval_steps=info.max_steps, machine_name=machine(device))
-    say(describe(est, cpu_experiments()))
-    return est
+    say(describe(forecast, cpu_experiments()))
+    return forecast
 
 
-def announce_eval_estimate(agent: Any, pool: Any, split: str, *, episodes: int, batch_size: int, max_steps: int,
+def announce_eval_forecast(agent: Any, pool: Any, split: str, *, episodes: int, batch_size: int, max_steps: int,
                            trials: int = 1, say: Callable[[str], None] = print) -> float | None:
     """Before a generating model agent's evaluation (``gagpo eval``): calibrate on its policy and first
     prompt, say the upper bound of the evaluation's time in one line and return it (seconds):
@@ -237,7 +238,7 @@ def announce_eval_estimate(agent: Any, pool: Any, split: str, *, episodes: int, 
     rows = max(min(batch_size, episodes), 1)
     cost = calibrate(engine, first_turn_prompt(engine, pool, split, agent.history), rows)
     seconds = trials * math.ceil(episodes / max(batch_size, 1)) * max_steps * cost.turn_s(rows, agent.max_new_tokens)
-    say(f"estimate: at most about {_hours(seconds)} on this machine ({machine(getattr(engine, 'device', 'cpu'))}) "
+    say(f"forecast: at most about {_hours(seconds)} on this machine ({machine(getattr(engine, 'device', 'cpu'))}) "
         f"for {episodes} episode(s) of up to {max_steps} steps and answers of up to {agent.max_new_tokens} tokens "
         "(an upper bound; --max-steps and --max-new-tokens lower it)")
     return seconds
@@ -249,11 +250,11 @@ class RunProgress:
     (terminal), with the time left.
 
     The time left prices the work ahead per unit: an iteration at the mean of the finished ones (their
-    evaluations left out), before that the estimate's (rollouts + updates) / iterations; an evaluation
-    at the mean of the finished ones, before that the estimate's evaluation time per evaluation, else
+    evaluations left out), before that the forecast's (rollouts + updates) / iterations; an evaluation
+    at the mean of the finished ones, before that the forecast's evaluation time per evaluation, else
     an iteration's price. The unit in flight counts only the part of its price not yet spent, so the
     time left shrinks by a second every second of work and is re-priced only when a unit finishes.
-    None (not printed) while nothing prices an iteration (no estimate, no iteration finished).
+    None (not printed) while nothing prices an iteration (no forecast, no iteration finished).
     ``clock`` (seconds, monotonic) times everything; ``period_s`` and ``stream`` go to the heartbeat.
     """
 
@@ -261,7 +262,7 @@ class RunProgress:
                  period_s: float | None = None, stream: Any = None) -> None:
         self.total, self.start, self.done = train.iterations, 0, 0
         self.train = train
-        self.estimate: Estimate | None = None
+        self.forecast: Forecast | None = None
         self.evaluations = 0  # planned from ``begin``'s start
         self.evals_left = 0
         self._clock = clock
@@ -282,10 +283,10 @@ class RunProgress:
         """Name what runs before ``begin`` (loading the model, measuring the machine) in the heartbeat."""
         self._heartbeat.what = f"training ({what})"
 
-    def begin(self, start: int, estimate: Estimate | None) -> None:
+    def begin(self, start: int, forecast: Forecast | None) -> None:
         """The work starts: iterations ``start + 1 ..`` and their evaluations (``evaluations_ahead``)."""
         self.start = self.done = start
-        self.estimate = estimate
+        self.forecast = forecast
         self.evaluations = self.evals_left = evaluations_ahead(self.train, start)
         self._heartbeat.what = "training"
         self._advance = self._stack.enter_context(progress_bar("iterations", self.total))
@@ -295,14 +296,16 @@ class RunProgress:
     def _iteration_price(self) -> float | None:
         if self._iters_timed:
             return self._iter_s / self._iters_timed
-        est = self.estimate
-        return (est.rollout_s + est.update_s) / est.iterations if est is not None and est.iterations else None
+        forecast = self.forecast
+        if forecast is None or not forecast.iterations:
+            return None
+        return (forecast.rollout_s + forecast.update_s) / forecast.iterations
 
     def _evaluation_price(self) -> float | None:
         if self._evals_timed:
             return self._eval_s / self._evals_timed
-        if self.estimate is not None and self.evaluations:
-            return self.estimate.eval_s / self.evaluations
+        if self.forecast is not None and self.evaluations:
+            return self.forecast.eval_s / self.evaluations
         return self._iteration_price()
 
     def left_s(self) -> float | None:

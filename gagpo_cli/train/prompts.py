@@ -4,7 +4,7 @@ The prompt follows the structure of the reference pipeline (GiGPO / verl-agent):
 steps were already taken, the last ``history`` (observation, action) pairs, the current
 observation, the admissible actions, and the instruction to reason inside ``<think>...</think>``
 and to answer with one action inside ``<action>...</action>``. The wording is this project's own.
-Each known environment gets a one-line role; any other environment gets a generic one.
+Each prompt opens with the environment's one-line role (``Environment.role``), else a generic one.
 
 Score mode (``rollout.action_mode: score``, GLAM / TWOSOME style) shows the same context but asks for
 the action alone: the model's turn is opened with ``SCORE_OPEN`` (``<action>``) and every admissible
@@ -25,17 +25,19 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-ROLES = {
-    "alfworld": (
-        "You are an expert household agent in a text-based embodied world (ALFWorld). You move between "
-        "places and pick up, open, clean, heat, cool and place objects to finish household chores."
-    ),
-    "webshop": (
-        "You are an expert shopping agent on a text-based online store (WebShop). You search the catalog, "
-        "open products, choose their options and buy the one item that matches the instruction."
-    ),
-}
+from gagpo_core import plugins
+
 GENERIC_ROLE = "You are an expert agent acting in a text-based environment, one action per step."
+
+
+def role(env_name: str) -> str:
+    """The line that opens every prompt of environment ``env_name``: the ``role`` its registered class
+    declares, else ``GENERIC_ROLE`` (also for a name no entry point declares)."""
+    try:
+        env_class = plugins.load(plugins.ENVIRONMENTS, env_name)
+    except plugins.UnknownPluginError:
+        return GENERIC_ROLE
+    return getattr(env_class, "role", "") or GENERIC_ROLE
 
 ANSWER_FORMAT = (
     "Now choose your next action. First think step by step about the situation and which admissible "
@@ -125,7 +127,7 @@ def render_react_prompt(
     None for a thought-only step and ``thought`` is '' when the answer had none. ``reflections`` are
     (trial number, reflection) pairs from earlier failed trials of this task (Reflexion), shown before
     the history."""
-    parts = [ROLES.get(env_name, GENERIC_ROLE), f"Your task is to: {_TASK_PREFIX.sub('', goal).strip()}"]
+    parts = [role(env_name), f"Your task is to: {_TASK_PREFIX.sub('', goal).strip()}"]
     if reflections:
         parts.append("Your plans from earlier failed attempts at this same task (most recent last):\n"
                      + "\n".join(f"[Attempt {trial}: {text.strip()}]" for trial, text in reflections))
@@ -161,7 +163,7 @@ def render_reflection_prompt(
     (observation, thought, action) triples (action None: a thought-only step) and the observation it
     ended on, the plans written after earlier trials ((trial number, plan) pairs), then
     ``REFLECTION_FORMAT``."""
-    parts = [ROLES.get(env_name, GENERIC_ROLE),
+    parts = [role(env_name),
              "You attempted the task below and did not complete it.",
              f"Your task was to: {_TASK_PREFIX.sub('', goal).strip()}"]
     steps = [_react_step(i + 1, *step) for i, step in enumerate(trajectory)]
@@ -182,7 +184,7 @@ def candidate_text(action: str) -> str:
 def _context(env_name: str, *, goal: str, observation: str, history: Sequence[tuple[str, str]],
              step_count: int) -> list[str]:
     """Role, task, step count, the shown history and the current observation, as prompt paragraphs."""
-    parts = [ROLES.get(env_name, GENERIC_ROLE), f"Your task is to: {_TASK_PREFIX.sub('', goal).strip()}"]
+    parts = [role(env_name), f"Your task is to: {_TASK_PREFIX.sub('', goal).strip()}"]
     if step_count == 0:
         parts.append("You have not taken any step yet.")
     else:

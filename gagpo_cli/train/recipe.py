@@ -34,7 +34,7 @@ import contextlib
 import random
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -47,9 +47,10 @@ from gagpo_cli.models import check_model_source, describe_model
 from gagpo_cli.threads import apply_threads
 from gagpo_cli.train import distributed
 from gagpo_cli.train.acting.engines import EngineError
-from gagpo_cli.train.acting.modes import get_action_mode
+from gagpo_cli.train.acting.modes import ActionMode, get_action_mode
 from gagpo_cli.train.acting.rollout import (
     RolloutInterrupted,
+    RolloutSettings,
     TaskSpec,
     collect,
     summary_metrics,
@@ -66,16 +67,24 @@ from gagpo_cli.train.checkpoint import (
 from gagpo_cli.train.collector import loop_collector
 from gagpo_cli.train.config_checks import check_settings
 from gagpo_cli.train.evaluation import evaluate_baseline, evaluate_policy, write_eval_record, write_final_eval
-from gagpo_cli.train.forecast import RunProgress, announce_estimate
+from gagpo_cli.train.forecast import RunProgress, announce_forecast
 from gagpo_cli.train.memory_plan import check_before_training
-from gagpo_cli.train.policies.kinds import load_policy, policy_kind
+from gagpo_cli.train.policies.kinds import PolicyKind, policy_kind
 from gagpo_cli.train.records import RunRecords, progress_line, truncate_metrics
 from gagpo_cli.train.run_dir import prepare_run_dir, removed_on_failure, run_name
 from gagpo_cli.train.stopping import StopFlag, stop_on_sigint, stopped_by
 from gagpo_core import plugins
 
+if TYPE_CHECKING:
+    from environments.pool import EnvPool
+    from estimators import Estimator
+    from gagpo_cli.train.acting.engines.base import ActingEngine
+    from gagpo_cli.train.learning.updater import PolicyUpdater
+    from gagpo_cli.train.policies.protocol import TrainablePolicy
 
-def train(cfg: ExperimentConfig, *, resume: bool = False, policy: Any = None, env_pool: Any = None) -> Path:
+
+def train(cfg: ExperimentConfig, *, resume: bool = False, policy: TrainablePolicy | None = None,
+          env_pool: EnvPool | None = None) -> Path:
     """Train ``cfg``'s model on its environment with its estimator; returns the run directory.
 
     ``policy`` (a ``Policy``) and ``env_pool`` (an ``EnvPool``) replace the ones the config names
@@ -97,12 +106,13 @@ def train(cfg: ExperimentConfig, *, resume: bool = False, policy: Any = None, en
     if env_pool is None:
         cfg.env.options = mode.env_options(cfg.env.name, cfg.env.options)
     mode.check_engine(cfg.rollout.engine)  # e.g. vllm asked for but not installed: before any loading
-    if policy is None and policy_kind(cfg.model.name).model_source:
+    kind = policy_kind(cfg.model.name)
+    if policy is None and kind.model_source:
         check_model_source(cfg.model.name)  # a missing or unreadable local model: before any folder is made
     # torchrun: join the process group, its backend following the policy's device (one process: a no-op)
-    ctx = distributed.init_from_env(policy_kind(cfg.model.name).device(cfg.model))
-    if policy_kind(cfg.model.name).shardable:  # on a GPU: the memory plan, refused when it cannot fit
-        check_before_training(cfg, ctx.world_size, policy_kind(cfg.model.name).device(cfg.model),
+    ctx = distributed.init_from_env(kind.device(cfg.model))
+    if kind.shardable:  # on a GPU: the memory plan, refused when it cannot fit
+        check_before_training(cfg, ctx.world_size, kind.device(cfg.model),
                               say=print if ctx.is_main else lambda line: None)
     if ctx.rank > 0:  # ranks > 0 keep their own records under <run>/ranks/ (distributed.rank_config)
         cfg = distributed.rank_config(cfg, run_name(cfg), ctx)
@@ -121,26 +131,25 @@ def train(cfg: ExperimentConfig, *, resume: bool = False, policy: Any = None, en
         seed_everything(cfg.train.seed)
         with RunProgress(cfg.train) as progress:  # the heartbeat, from this line to the run's last
             if env_pool is not None:
-                return _train(cfg, run_dir, resume, estimator, policy, env_pool, progress)
+                return _train(cfg, run_dir, resume, kind, mode, estimator, policy, env_pool, progress)
             from environments.pool import EnvPool
 
             progress.phase("starting the environment")
             with user_input():  # a refused environment option, missing data
                 pool = EnvPool(cfg.env.name, cfg.env.options, workers=cfg.env.workers)
             with pool:
-                return _train(cfg, run_dir, resume, estimator, policy, pool, progress)
+                return _train(cfg, run_dir, resume, kind, mode, estimator, policy, pool, progress)
 
 
-def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, estimator: Any, policy: Any,
-           pool: Any, progress: RunProgress) -> Path:
+def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, kind: PolicyKind, mode: ActionMode,
+           estimator: Estimator, policy: TrainablePolicy | None, pool: EnvPool, progress: RunProgress) -> Path:
     info = pool.environment_info
     train_tasks = pool.num_tasks(choose_split(info, cfg.env.train_split, "env.train_split"))
     eval_split = choose_split(info, cfg.env.eval_split, "env.eval_split")
-    mode = get_action_mode(cfg.rollout.action_mode)
     progress.phase("loading the model")
     if policy is None:
-        policy = load_policy(cfg.model, seed=cfg.train.seed)
-    if policy_kind(cfg.model.name).shardable:  # model.parallel (fsdp), activation checkpointing:
+        policy = kind.load(cfg.model, seed=cfg.train.seed)
+    if kind.shardable:  # model.parallel (fsdp), activation checkpointing:
         with user_input():  # before the updater builds its optimizer over the (sharded) parameters
             policy.shard(distributed.current(), cfg.model)
     ctx = distributed.current()
@@ -151,11 +160,11 @@ def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, estimator: Any, p
     start = _restore(run_dir, policy, updater) if resume else 0
     engine = mode.open_engine(policy, cfg)  # generate: a rollout engine; score: the policy itself ranks
     progress.phase("measuring this machine's speed")
-    estimate = announce_estimate(cfg, engine, pool, start=start, device=getattr(policy, "device", "cpu"))
+    forecast = announce_forecast(cfg, engine, pool, start=start, device=getattr(policy, "device", "cpu"))
     records = RunRecords(run_dir, wandb_mode=cfg.logging.wandb, project=cfg.logging.wandb_project,
                          run_name=run_dir.name, config=cfg.to_dict())
     evaluation: dict[str, Any] | None = None
-    progress.begin(start, estimate)  # the bar and the time left: the baseline is the first unit of work
+    progress.begin(start, forecast)  # the bar and the time left: the baseline is the first unit of work
     try:
         with (loop_collector(on_cpu=torch.device(getattr(policy, "device", "cpu")).type == "cpu"),
               stop_on_sigint() as stop):
@@ -164,7 +173,8 @@ def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, estimator: Any, p
             for iteration in range(start + 1, cfg.train.iterations + 1):
                 rng_before = capture_rng()
                 try:
-                    metrics = _iteration(cfg, iteration, engine, pool, estimator, updater, train_tasks, stop, ctx)
+                    metrics = _iteration(cfg, iteration, mode, engine, pool, estimator, updater, train_tasks,
+                                         stop, ctx)
                 except (RolloutInterrupted, EngineError) as exc:  # nothing changed yet: the previous state
                     saved = _keep_previous(run_dir, iteration - 1, policy, updater, rng_before)
                     raise stopped_by(exc, run_dir, saved) from None
@@ -186,8 +196,9 @@ def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, estimator: Any, p
     return run_dir
 
 
-def _baseline(cfg: ExperimentConfig, run_dir: Path, engine: Any, pool: Any, split: str, policy: Any,
-              updater: Any, stop: StopFlag, progress: RunProgress, ctx: distributed.Dist) -> None:
+def _baseline(cfg: ExperimentConfig, run_dir: Path, engine: ActingEngine, pool: EnvPool, split: str,
+              policy: TrainablePolicy, updater: PolicyUpdater, stop: StopFlag, progress: RunProgress,
+              ctx: distributed.Dist) -> None:
     """The run's own baseline (``evals/iter_000000.json``), handled like an iteration's evaluation: a
     Ctrl-C while it plays, or an engine failing in it, saves the untrained state as iteration 0
     (``--resume`` plays the baseline again) and stops the run; the ranks agree on stopping."""
@@ -202,56 +213,51 @@ def _baseline(cfg: ExperimentConfig, run_dir: Path, engine: Any, pool: Any, spli
         raise stopped_by(failure, run_dir, saved)
 
 
-def _iteration(cfg: ExperimentConfig, iteration: int, policy: Any, pool: Any, estimator: Any, updater: Any,
-               train_tasks: int, stop: StopFlag, ctx: distributed.Dist) -> dict[str, float]:
+def _iteration(cfg: ExperimentConfig, iteration: int, mode: ActionMode, engine: ActingEngine, pool: EnvPool,
+               estimator: Estimator, updater: PolicyUpdater, train_tasks: int, stop: StopFlag,
+               ctx: distributed.Dist) -> dict[str, float]:
     """Steps 1-6 of the module docstring for one iteration; returns its metrics."""
     began = time.perf_counter()
     tasks, sampling_seed = sample_tasks(cfg, train_tasks, iteration)
     tasks, offset = distributed.shard_tasks(tasks, ctx)  # several processes: this rank's whole rollout groups
     sampling_seed += ctx.rank
-    rollout = collect(
-        policy, pool, tasks, max_steps=cfg.env.max_steps or pool.environment_info.max_steps,
-        history=cfg.env.history, temperature=cfg.rollout.temperature, max_new_tokens=cfg.rollout.max_new_tokens,
-        success_reward=cfg.rollout.success_reward, invalid_penalty=cfg.rollout.invalid_penalty,
-        reward=cfg.rollout.reward,
-        generator=torch.Generator().manual_seed(sampling_seed), should_stop=lambda: stop.requested,
-        action_mode=cfg.rollout.action_mode, score_norm=cfg.rollout.score_norm,
-        list_actions=cfg.rollout.list_actions, ctx=ctx,  # ranks agree at every turn boundary
-        lock_step=cfg.model.parallel == "fsdp",  # a sharded model's every forward is a collective
-    )
+    settings = RolloutSettings.from_config(cfg, cfg.env.max_steps or pool.environment_info.max_steps)
+    rollout = collect(engine, pool, tasks, settings, generator=torch.Generator().manual_seed(sampling_seed),
+                      should_stop=lambda: stop.requested, ctx=ctx)  # ranks agree at every turn boundary
     rollout, own = distributed.gather_rollout(rollout, offset, ctx)  # the estimator sees the whole batch
     rollout_s = time.perf_counter() - began
 
     began = time.perf_counter()
-    samples = get_action_mode(cfg.rollout.action_mode).samples(rollout.rows)
+    samples = mode.samples(rollout.rows)
     values = updater.values(samples) if estimator.needs_critic else None  # docs/algorithms.md#baselines ppo: V_phi(s_t)
     if "entropies" in estimator.requires:  # generate mode: a no-grad pass at the rollout temperature
         rollout.fill_entropies(lambda: updater.step_entropies(samples))
-    estimate = estimator.estimate(rollout.step_batch(values, estimator.requires, iteration=iteration,
-                                                     total_iterations=cfg.train.iterations))
+    advantages = estimator.compute_output(rollout.step_batch(values, estimator.requires, iteration=iteration,
+                                                       total_iterations=cfg.train.iterations))
     for i, sample in enumerate(samples):
         # every token of the action shares it (docs/algorithms.md#step-batch)
-        sample.advantage = float(estimate.advantages[i])
-        if estimate.returns is not None:
-            sample.value_target = float(estimate.returns[i])
-    estimate_s = time.perf_counter() - began
+        sample.advantage = float(advantages.advantages[i])
+        if advantages.returns is not None:
+            sample.value_target = float(advantages.returns[i])
+    advantage_s = time.perf_counter() - began
 
     metrics: dict[str, float] = rollout.metrics("train", pool.environment_info.task_types)
     metrics["train/step_rows"] = float(len(rollout.rows))
-    metrics.update(estimate.diagnostics)
+    metrics.update(advantages.diagnostics)
     metrics.update(updater.update(samples, own))  # this rank's rows of each mini-batch; gradients summed
     metrics.update({
         "timing/rollout_s": rollout_s,
         "timing/generate_s": rollout.generate_s,
         "timing/env_s": rollout.env_s,
-        "timing/estimate_s": estimate_s,
+        "timing/advantage_s": advantage_s,
         "timing/iteration_s": time.perf_counter() - began + rollout_s,
         "perf/generate_tokens_per_s": rollout.generated_tokens / max(rollout.generate_s, 1e-9),
     })
     return metrics
 
 
-def _after_update(cfg: ExperimentConfig, run_dir: Path, iteration: int, engine: Any, pool: Any, split: str,
+def _after_update(cfg: ExperimentConfig, run_dir: Path, iteration: int, engine: ActingEngine, pool: EnvPool,
+                  split: str,
                   metrics: dict[str, float], progress: RunProgress,
                   ctx: distributed.Dist) -> tuple[dict[str, Any] | None, Exception | None]:
     """Step 7 after the update: the engine takes the new weights, then the scheduled evaluation (its
@@ -278,7 +284,7 @@ def _after_update(cfg: ExperimentConfig, run_dir: Path, iteration: int, engine: 
     return evaluation, None
 
 
-def _restore(run_dir: Path, policy: Any, updater: Any) -> int:
+def _restore(run_dir: Path, policy: TrainablePolicy, updater: PolicyUpdater) -> int:
     """Load the run's newest checkpoint into ``policy`` and ``updater``, restore the random states
     and cut ``metrics.jsonl`` back to it; returns the iterations it holds."""
     restored = load_checkpoint(latest_checkpoint(run_dir), policy, updater)
@@ -287,14 +293,14 @@ def _restore(run_dir: Path, policy: Any, updater: Any) -> int:
     return restored.iteration
 
 
-def _keep_previous(run_dir: Path, iteration: int, policy: Any, updater: Any,
+def _keep_previous(run_dir: Path, iteration: int, policy: TrainablePolicy, updater: PolicyUpdater,
                    rng_state: dict[str, Any]) -> Path:
     """The checkpoint of ``iteration`` (the state before an abandoned one), saved now unless it exists."""
     saved = checkpoint_path(run_dir, iteration)
     return saved if saved.exists() else save_checkpoint(run_dir, iteration, policy, updater, rng_state)
 
 
-def _final_evaluation(cfg: ExperimentConfig, run_dir: Path, engine: Any, pool: Any, split: str,
+def _final_evaluation(cfg: ExperimentConfig, run_dir: Path, engine: ActingEngine, pool: EnvPool, split: str,
                       evaluation: dict[str, Any] | None, progress: RunProgress, ctx: distributed.Dist) -> None:
     """``eval.json``: the last iteration's evaluation, run now unless the loop's schedule just ran it;
     closes the engine. An engine failing here is ``EngineCrashed`` with the trained policy saved

@@ -1,4 +1,4 @@
-"""Bad settings, round two (issue 28): one settings check for ``train``, ``plan`` and ``ablate --dry-run``,
+"""Bad settings: one settings check for ``train``, ``plan`` and ``ablate --dry-run``,
 ``--run-name`` as a name, ``plan --gpu-gib``, an empty experiment file, and the options a command ignores
 printed as one ``warning:`` line.
 

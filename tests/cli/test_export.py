@@ -227,7 +227,7 @@ def test_the_model_card_replays_the_runs_evaluation(world, tmp_path):
     with plugin_on_sys_path(tmp_path / "plugin"):
         code, out, err = run_cli([*args[1:], "--max-steps", "1", "--json", str(tmp_path / "eval.json")])
     assert code == 0, err
-    assert "estimate: at most about" in out  # said before a generating model's evaluation
+    assert "forecast: at most about" in out  # said before a generating model's evaluation
     result = json.loads((tmp_path / "eval.json").read_text())
     assert result["max_new_tokens"] == 8 and result["episodes"] == 2
 

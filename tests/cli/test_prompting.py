@@ -256,12 +256,13 @@ def test_score_mode_and_models_without_text_are_refused():
 
 def test_engine_hf_acts_exactly_as_the_models_own_generation():
     from gagpo_cli.train.acting.agent import with_engine
+    from gagpo_cli.train.acting.engines.hf import HFEngine
 
     pool = EnvPool.from_environment(CorridorEnvironment())
     specs = evaluation_specs(pool, "test", 2, seed=0)
     own, _, _ = run_episodes(pool, ReactAgent(tiny_agent()), specs, max_steps=3)
     agent = with_engine(tiny_agent(), "hf")
-    assert agent.policy.name == "hf"
+    assert isinstance(agent.policy, HFEngine)
     through_engine, _, _ = run_episodes(pool, ReactAgent(agent), specs, max_steps=3)
     assert through_engine == own
     agent.action_mode = "score"
@@ -302,7 +303,7 @@ def score_run(tmp_path_factory):
         (["--engine", "hf"], "--engine generates a language model's answers; policy 'expert' is not one"),
         (
             ["--engine", "vlm", "--policy", "SCORE_RUN"],
-            "--engine 'vlm' is not one of auto, hf, vllm",
+            "unknown --engine 'vlm'. Did you mean 'vllm'? Valid names: auto, hf, vllm",
         ),
     ],
 )

@@ -1,9 +1,11 @@
 """Dependencies point down, and no module imports itself round a loop.
 
-Layers: ``gagpo_core`` < ``estimators``, ``environments`` < ``gagpo_cli``; a package may import its
-own layer and the ones below, never one above (``estimators`` and ``environments`` are one layer
-and do not import each other). The import graph is read from the source with ``ast``: top-level
-imports and those inside functions alike (a lazy import does not hide a cycle from this test).
+Layers: ``gagpo_core`` < ``stats``, ``estimators``, ``environments`` < ``gagpo_cli``; a package may
+import its own layer and the ones below, never one above (the packages of one layer do not import each
+other). Inside ``gagpo_cli`` the same rule holds between its rooms (``CLI_ROOMS``, lowest first).
+``benchmarks/`` and ``testkit/`` import nothing from ``tests/``, and ``testkit/`` nothing from
+``benchmarks/``. The import graph is read from the source with ``ast``: top-level imports and those
+inside functions alike (a lazy import does not hide a cycle or an arrow back up from this test).
 """
 
 from __future__ import annotations
@@ -18,6 +20,31 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("gagpo_core", "stats", "estimators", "environments", "gagpo_cli")
 LAYER = {"gagpo_core": 0, "stats": 1, "estimators": 1, "environments": 1, "gagpo_cli": 2}
+# The rooms of gagpo_cli, lowest first: a module imports its own room and those below, never one above.
+# "pkg.*" is a subpackage and everything in it; any other name is one module. Every module is in one room.
+CLI_ROOMS: list[tuple[str, tuple[str, ...]]] = [
+    # what every command shares: settings, errors, paths, models on disk, the evaluation episode loop
+    ("base", ("gagpo_cli", "gagpo_cli.agents", "gagpo_cli.config", "gagpo_cli.console", "gagpo_cli.episodes",
+              "gagpo_cli.errors", "gagpo_cli.folder_locks", "gagpo_cli.models", "gagpo_cli.output_paths",
+              "gagpo_cli.run_layout", "gagpo_cli.threads", "gagpo_cli.weight_files", "gagpo_cli.write_errors")),
+    # what the training rooms below share: processes, sharding, prompts, checkpoints, records
+    ("train: shared", ("gagpo_cli.train", "gagpo_cli.train.distributed", "gagpo_cli.train.sharding",
+                       "gagpo_cli.train.prompts", "gagpo_cli.train.checkpoint", "gagpo_cli.train.config_match",
+                       "gagpo_cli.train.records")),
+    ("train: policies", ("gagpo_cli.train.policies.*",)),
+    ("train: learning", ("gagpo_cli.train.learning.*",)),
+    ("train: acting", ("gagpo_cli.train.acting.*",)),
+    # the loop and what composes it
+    ("train: loop", ("gagpo_cli.train.recipe", "gagpo_cli.train.command", "gagpo_cli.train.config_checks",
+                     "gagpo_cli.train.evaluation", "gagpo_cli.train.forecast", "gagpo_cli.train.memory_plan",
+                     "gagpo_cli.train.run_dir", "gagpo_cli.train.stopping", "gagpo_cli.train.collector")),
+    ("prompting", ("gagpo_cli.prompting.*",)),  # the prompting agents of `gagpo eval --agent`
+    ("sweep", ("gagpo_cli.sweep.*",)),
+    ("report", ("gagpo_cli.report.*",)),  # reads a sweep's state one way
+    # the commands that are not a room of their own, and the app that dispatches them all
+    ("app", ("gagpo_cli.app", "gagpo_cli.evaluate", "gagpo_cli.eval_checks", "gagpo_cli.export", "gagpo_cli.plan",
+             "gagpo_cli.play", "gagpo_cli.listing")),
+]
 LIBRARIES = ["estimators", "estimators.gagpo", "estimators.gigpo", "estimators.ppo", "environments",
              "environments.pool", "environments.webshop", "environments.webshop.generate_catalog",
              "environments.alfworld", "environments.alfworld.pddl_export"]
@@ -100,6 +127,59 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
                   if (top_a := a.split(".")[0]) != (top_b := b.split(".")[0]) and LAYER[top_b] >= LAYER[top_a])
 
 
+def cli_room(module: str, rooms: list[tuple[str, tuple[str, ...]]] = CLI_ROOMS) -> int | None:
+    """The index of ``module``'s room in ``rooms`` (the most specific name that holds it), None if none does."""
+    best: tuple[int, int] | None = None  # (specificity, room)
+    for index, (_, names) in enumerate(rooms):
+        for name in names:
+            package = name.removesuffix(".*")
+            holds = module == package or (name.endswith(".*") and module.startswith(package + "."))
+            specificity = len(package) * 2 + (0 if name.endswith(".*") else 1)
+            if holds and (best is None or specificity > best[0]):
+                best = (specificity, index)
+    return best[1] if best else None
+
+
+def unplaced(graph: dict[str, set[str]], rooms: list[tuple[str, tuple[str, ...]]] = CLI_ROOMS) -> list[str]:
+    """The modules of ``gagpo_cli`` that no room holds."""
+    return sorted(m for m in graph if m.split(".")[0] == "gagpo_cli" and cli_room(m, rooms) is None)
+
+
+def arrows_back_up(graph: dict[str, set[str]], rooms: list[tuple[str, tuple[str, ...]]] = CLI_ROOMS) -> list[str]:
+    """``a (room) -> b (room)`` for every import inside ``gagpo_cli`` of a module in a higher room."""
+    found = []
+    for a, targets in graph.items():
+        for b in targets:
+            low, high = cli_room(a, rooms), cli_room(b, rooms)
+            if low is not None and high is not None and high > low:
+                found.append(f"{a} ({rooms[low][0]}) -> {b} ({rooms[high][0]})")
+    return sorted(found)
+
+
+def foreign_imports(folder: Path, forbidden: set[str]) -> list[str]:
+    """``file: name`` for every import in a ``.py`` file of ``folder`` of a top-level name in ``forbidden``,
+    and every string ``"tests"`` (a path to the tests folder put on ``sys.path``)."""
+    found = []
+    for path in sorted(folder.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            elif isinstance(node, ast.Constant) and node.value in forbidden:
+                names = [node.value]
+            else:
+                continue
+            found += [f"{path.relative_to(folder.parent)}: {name}" for name in names if name.split(".")[0] in forbidden]
+    return found
+
+
+def importable_names(folder: Path) -> set[str]:
+    """The names ``folder``'s modules and packages are imported by when it is on ``sys.path``, and its own."""
+    names = {folder.name} | {p.stem for p in folder.glob("*.py")}
+    return names | {p.name for p in folder.iterdir() if (p / "__init__.py").is_file()}
+
+
 def test_the_cycle_finder_finds_a_cycle_and_only_a_cycle():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set(), "d": {"a", "c"}}) is None
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
@@ -148,3 +228,34 @@ def test_libraries_import_no_cli_module():
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'gagpo_cli'))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_every_cli_module_is_in_one_room(graph):
+    assert cli_room("gagpo_cli.train.acting.engines.vllm") == cli_room("gagpo_cli.train.acting")
+    assert CLI_ROOMS[cli_room("gagpo_cli.train.prompts")][0] == "train: shared"
+    assert CLI_ROOMS[cli_room("gagpo_cli.train")][0] == "train: shared"
+    assert unplaced(graph) == []
+
+
+def test_an_arrow_back_up_is_named():
+    rooms = [("low", ("pkg.base", "pkg.sub.*")), ("high", ("pkg.top",))]
+    graph = {"pkg.base": {"pkg.sub.leaf"}, "pkg.sub.leaf": {"pkg.top"}, "pkg.top": {"pkg.base"}, "pkg.new": set()}
+    assert arrows_back_up(graph, rooms) == ["pkg.sub.leaf (low) -> pkg.top (high)"]
+    assert unplaced({"gagpo_cli.new_module": set()}, rooms) == ["gagpo_cli.new_module"]
+
+
+def test_no_arrow_runs_back_up_between_the_cli_rooms(graph):
+    assert arrows_back_up(graph) == []
+
+
+def test_benchmarks_and_testkit_import_nothing_from_tests(tmp_path):
+    tests = ROOT / "tests"
+    assert {"envs", "support", "tests"} <= importable_names(tests)
+    planted = tmp_path / "benchmarks"
+    planted.mkdir()
+    (planted / "bench.py").write_text('import sys\nsys.path.append("tests")\nfrom envs.corridor import X\n')
+    assert sorted(foreign_imports(planted, importable_names(tests))) == ["benchmarks/bench.py: envs.corridor",
+                                                                         "benchmarks/bench.py: tests"]
+    assert foreign_imports(ROOT / "benchmarks", importable_names(tests)) == []
+    benchmarks = importable_names(ROOT / "benchmarks") - set(PACKAGES)  # benchmarks/estimators.py is not the package
+    assert foreign_imports(ROOT / "testkit", importable_names(tests) | benchmarks) == []

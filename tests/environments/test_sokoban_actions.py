@@ -11,7 +11,7 @@ import torch
 from environments.pool import EnvPool
 from environments.sokoban import SokobanEnvironment
 from environments.sokoban.actions import read_move
-from gagpo_cli.train.acting.rollout import TaskSpec, collect
+from gagpo_cli.train.acting.rollout import RolloutSettings, TaskSpec, collect
 from gagpo_cli.train.policies.lm_generate import Generation
 
 THINK = "<think>The box is right of me.</think>"
@@ -60,8 +60,9 @@ def play(reading: str, answers: list[str]):
     env = SokobanEnvironment(action_reading=reading)
     model = ScriptedAnswers(answers)
     with EnvPool.from_environment(env) as pool:
-        out = collect(model, pool, [TaskSpec("test", 0, 0, 0)], max_steps=len(answers), history=4, temperature=1.0,
-                      max_new_tokens=64, success_reward=10.0, invalid_penalty=0.1,
+        out = collect(model, pool, [TaskSpec("test", 0, 0, 0)],
+                      RolloutSettings(max_steps=len(answers), history=4, temperature=1.0, max_new_tokens=64,
+                                      success_reward=10.0, invalid_penalty=0.1),
                       generator=torch.Generator().manual_seed(0))
     return env, out, model.messages
 

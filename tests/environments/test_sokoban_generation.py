@@ -1,4 +1,4 @@
-"""Sokoban level generation without recursion and within a bounded amount of work (issue 28, item 2).
+"""Sokoban level generation without recursion and within a bounded amount of work.
 
 The reverse play is depth-first on an explicit stack; ``recursive_reverse_play`` below is the recursive
 visit it replaced (the procedure of verl-agent's room generator, as this project wrote it before), kept

@@ -112,7 +112,7 @@ def test_ppo_without_values_is_a_clear_error():
     with pytest.raises(ValueError, match="estimator 'ppo' needs critic values.*values="):
         get_estimator("ppo").compute(StepBatch(**columns()))
     with pytest.raises(ValueError, match="needs critic values"):
-        get_estimator("ppo").estimate(StepBatch(**columns()))
+        get_estimator("ppo").compute_output(StepBatch(**columns()))
 
 
 @pytest.mark.parametrize(
@@ -177,7 +177,7 @@ def test_hash_collisions_never_merge_different_states():
 
 
 def test_output_contract_and_diagnostic_keys():
-    out = get_estimator("gagpo").estimate(StepBatch(**columns()))
+    out = get_estimator("gagpo").compute_output(StepBatch(**columns()))
     assert isinstance(out, EstimatorOutput) and out.returns is None
     assert out.advantages.dtype == np.float64 and out.advantages.shape == (4,)
     expected = {
@@ -196,9 +196,9 @@ def test_output_contract_and_diagnostic_keys():
     assert expected <= set(out.diagnostics)
     assert all(isinstance(v, float) for v in out.diagnostics.values())
     assert not any(
-        k.startswith("stepgroup/") for k in get_estimator("grpo").estimate(StepBatch(**columns())).diagnostics
+        k.startswith("stepgroup/") for k in get_estimator("grpo").compute_output(StepBatch(**columns())).diagnostics
     )
-    ppo = get_estimator("ppo").estimate(StepBatch(**columns(values=[1.0, 2.0, 3.0, 4.0])))
+    ppo = get_estimator("ppo").compute_output(StepBatch(**columns(values=[1.0, 2.0, 3.0, 4.0])))
     assert ppo.returns is not None and ppo.returns.shape == (4,)
 
 
@@ -209,7 +209,7 @@ def test_subclass_contract_checks():
     class WrongShape(Estimator):
         name = "wrong-shape"
 
-        def evaluate(self, batch):
+        def _compute(self, batch):
             return EstimatorOutput(advantages=np.zeros(len(batch) + 1))
 
     with pytest.raises(

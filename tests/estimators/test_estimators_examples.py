@@ -178,7 +178,7 @@ def test_ppo_gae_and_value_targets():
     #   b0: 0 + 0.2 - 0.2 = 0       b1: 0 + 0.05 - 0.4 = -0.35     b2: 0 - 0.1 = -0.1     c0: 10 - 5 = 5
     # GAE, gamma*lam = 0.25: a1 0.4, a0 0.1 + 0.1 = 0.2; b2 -0.1, b1 -0.35 - 0.025 = -0.375,
     #   b0 0 + 0.25*(-0.375) = -0.09375; c0 5. Targets A + V.
-    out = get_estimator("ppo", gamma=0.5, lam=0.5).estimate(batch(with_values=True))
+    out = get_estimator("ppo", gamma=0.5, lam=0.5).compute_output(batch(with_values=True))
     expect(out.advantages, {"a0": 0.2, "a1": 0.4, "b0": -0.09375, "b1": -0.375, "b2": -0.1, "c0": 5.0})
     expect(out.returns, {"a0": 0.4, "a1": 1.0, "b0": 0.10625, "b1": 0.025, "b2": 0.0, "c0": 10.0})
 
@@ -186,7 +186,7 @@ def test_ppo_gae_and_value_targets():
 def test_diagnostics_on_the_example():
     # Step groups: (A,s0) 2 rows, (A,s1) 2 rows, (A,s2) 1, (B,s0) 1 -> 4 groups, mean size 6/4 = 1.5,
     # singletons 2/4 = 0.5 of the groups and 2/6 of the rows.
-    out = get_estimator("gagpo", gamma=0.5, lam=0.5, norm="none").estimate(batch())
+    out = get_estimator("gagpo", gamma=0.5, lam=0.5, norm="none").compute_output(batch())
     d = out.diagnostics
     assert d["stepgroup/size_mean"] == 1.5
     assert d["stepgroup/singleton_share"] == 0.5
@@ -203,6 +203,6 @@ def test_diagnostics_on_the_example():
     assert d["adv/iqr"] == pytest.approx(0.1875)
     assert d["adv/q50"] == 0.0 and d["adv/min"] == -0.5 and d["adv/max"] == 0.5
     # RLOO gives |A| = 1 on five rows: none strictly above 1
-    assert get_estimator("rloo").estimate(batch()).diagnostics["adv/frac_abs_gt1"] == 0.0
+    assert get_estimator("rloo").compute_output(batch()).diagnostics["adv/frac_abs_gt1"] == 0.0
     gigpo = get_estimator("gigpo", gamma=0.5, omega=2.0, mode="mean_norm")
-    assert gigpo.estimate(batch()).diagnostics["adv/frac_abs_gt1"] == 0.5
+    assert gigpo.compute_output(batch()).diagnostics["adv/frac_abs_gt1"] == 0.5

@@ -43,7 +43,7 @@ def mixed_td(gamma: float) -> dict:
 
 def test_td0_with_node_normalisation_on_a_cyclic_graph():
     rows = rows_of(MIXED)
-    out = get_estimator("graft", lam=0.0).estimate(to_batch(rows))
+    out = get_estimator("graft", lam=0.0).compute_output(to_batch(rows))
     want = normalised(mixed_td(0.99), list(NODE_ROWS.values()))
     got = by_step(rows, out.advantages)
     for key, value in want.items():
@@ -149,7 +149,7 @@ def test_graph_gae_is_computed_when_value_iteration_stops_unconverged():
     # set from x is x's own out-edges, whose mean TD difference is (1 - v) / 51
     rows = rows_of([(0, "r", "x " * 51, [0] * 50 + [10], [0] * 51, True)])
     batch = to_batch(rows)
-    out = get_estimator("graft", gamma=1.0, lam=1.0).estimate(batch)
+    out = get_estimator("graft", gamma=1.0, lam=1.0).compute_output(batch)
     assert out.diagnostics["graph/vi_unconverged"] == 1.0
     graph = TrajectoryGraph.build(batch, np.array([True]))
     sinks = np.zeros(graph.n_nodes)

@@ -1,4 +1,4 @@
-"""GRAFT, GraphGPO and G2PO against the plain-loop references of ``tests/estimator_loops.py`` on random
+"""GRAFT, GraphGPO and G2PO against the plain-loop references of ``testkit/estimator_loops.py`` on random
 batches (several rollout groups, revisited states and cycles, penalties, rows in random order)."""
 
 from __future__ import annotations

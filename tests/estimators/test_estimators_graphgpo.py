@@ -35,7 +35,7 @@ def graph_returns(gamma_g: float, progress: bool = False) -> dict:
 
 def test_distance_returns_normalised_in_anchor_groups():
     rows = rows_of(MIXED)
-    out = get_estimator("graphgpo", **STEP_ONLY).estimate(to_batch(rows))
+    out = get_estimator("graphgpo", **STEP_ONLY).compute_output(to_batch(rows))
     returns = graph_returns(0.2)
     assert returns[("t1", 2)] == pytest.approx(0.08) and returns[("t0", 0)] == pytest.approx(2.0)
     got = by_step(rows, out.advantages)
@@ -139,7 +139,7 @@ def test_term_diagnostics():
     # p and q succeed through b, f fails through c; step 0: R = 1, 1, 0.01 in a's group; step 1 ties
     spec = [(0, "p", "a b", [0, 10], [0, 0], True), (0, "q", "a b", [0, 10], [0, 0], True),
             (0, "f", "a c", [0, 0], [0, 0], True)]
-    out = get_estimator("graphgpo").estimate(to_batch(rows_of(spec)))
+    out = get_estimator("graphgpo").compute_output(to_batch(rows_of(spec)))
     d = out.diagnostics
     assert d["graph/step_moves"] == pytest.approx(3 / 6)  # a's three rows; b's tie, c is alone
     assert d["graph/episode_moves"] == 1.0

@@ -1,5 +1,5 @@
 """HGPO (arXiv 2602.22817; verl-agent recipe/hgpo/core_hgpo.py) against numbers worked out by hand and
-the literal loop reference ``ref_hgpo`` of ``tests/estimator_loops.py`` (clusters of equal recent history)."""
+the literal loop reference ``ref_hgpo`` of ``testkit/estimator_loops.py`` (clusters of equal recent history)."""
 
 from __future__ import annotations
 

@@ -81,7 +81,7 @@ def test_unique_states_give_zero_after_the_first_step(rows, gamma, lam):
         want = returns[i] - mean_r0 if row["step"] == 0 else 0.0
         assert raw[i] == pytest.approx(want, abs=1e-9)
     # the zeros survive group normalisation (the first steps have mean 0), and the diagnostics show it
-    out = get_estimator("gagpo", gamma=gamma, lam=lam).estimate(to_batch(rows))
+    out = get_estimator("gagpo", gamma=gamma, lam=lam).compute_output(to_batch(rows))
     later = [i for i, row in enumerate(rows) if row["step"] > 0]
     assert np.abs(out.advantages[later]).max(initial=0.0) < 1e-6
     n_groups = len(rows) - len(first) + 1  # every later state alone, the initial one shared
@@ -126,7 +126,7 @@ def test_finite_on_degenerate_groups(name, case, gamma):
     rows = degenerate_batches()[case]
     options = {} if name in ("grpo", "rloo") else {"gamma": gamma}
     estimator = get_estimator(name, **options)
-    out = estimator.estimate(to_batch(rows, with_values=estimator.needs_critic))
+    out = estimator.compute_output(to_batch(rows, with_values=estimator.needs_critic))
     assert np.isfinite(out.advantages).all()
     assert all(np.isfinite(v) for v in out.diagnostics.values())
 
@@ -149,7 +149,7 @@ def test_empty_batch():
         response_lengths=[], entropies=[], iteration=1, total_iterations=1,
     )
     for name in available_estimators():
-        out = get_estimator(name).estimate(empty)
+        out = get_estimator(name).compute_output(empty)
         assert out.advantages.shape == (0,)
         assert all(v == 0.0 for k, v in out.diagnostics.items() if k.startswith(("adv/", "stepgroup/")))
         assert all(np.isfinite(v) for v in out.diagnostics.values())  # settings such as planpo/alpha stay

@@ -229,7 +229,7 @@ test_ppo = _property("ppo")
 @settings(max_examples=30, deadline=None)
 @given(rows=step_rows(), options=OPTIONS["ppo"])
 def test_ppo_verl_value_targets(rows, options):
-    out = get_estimator("ppo", penalty="verl", **options).estimate(to_batch(rows, True))
+    out = get_estimator("ppo", penalty="verl", **options).compute_output(to_batch(rows, True))
     np.testing.assert_allclose(out.returns, ref_ppo(rows, **options)[1], rtol=1e-9, atol=1e-7)
 
 

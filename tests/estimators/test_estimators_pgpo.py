@@ -1,5 +1,5 @@
 """PGPO (arXiv 2609.02236, Eqs. 1-11) against numbers worked out by hand and the literal loop reference
-``ref_pgpo`` of ``tests/estimator_loops.py``.
+``ref_pgpo`` of ``testkit/estimator_loops.py``.
 """
 
 from __future__ import annotations

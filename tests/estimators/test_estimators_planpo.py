@@ -86,7 +86,7 @@ def test_decay_endpoints():
     assert est.alpha(25, 10) == pytest.approx(0.05)  # past the run's length: stays at alpha_final
     assert 0.05 < est.alpha(1, 150) < 0.1  # from the first update on: alpha_final <= alpha(k) < alpha_init
     assert_close(by_row(est.compute(batch(iteration=10, total_iterations=10))), expected_literal(alpha=0.05))
-    out = est.estimate(batch(iteration=5, total_iterations=10))
+    out = est.compute_output(batch(iteration=5, total_iterations=10))
     assert out.diagnostics["planpo/alpha"] == pytest.approx(0.075)
     own = get_estimator("planpo", decay_steps=4, alpha_init=0.2, alpha_final=0.0)
     assert own.alpha(2, 1000) == pytest.approx(0.1)  # decay_steps overrides the run's length

@@ -77,7 +77,7 @@ test_ppo_matches_reference = _property("ppo")
 @settings(max_examples=40, deadline=None)
 @given(rows=step_rows(), options=OPTIONS["ppo"])
 def test_ppo_value_targets_match_reference(rows, options):
-    out = get_estimator("ppo", **options).estimate(to_batch(rows, with_values=True))
+    out = get_estimator("ppo", **options).compute_output(to_batch(rows, with_values=True))
     np.testing.assert_allclose(out.returns, ref_ppo(rows, **options)[1], rtol=1e-9, atol=1e-7)
 
 

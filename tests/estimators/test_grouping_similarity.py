@@ -64,9 +64,9 @@ def test_the_built_in_state_grouping_estimators_declare_it():
 @pytest.mark.parametrize("name", state_grouping_estimators())
 def test_similarity_merges_what_exact_matching_splits(name):
     merged_by_hand = batch_from(PATHS, merge={COUNTER_B: COUNTER_A, FRIDGE_B: FRIDGE_A})
-    exact = get_estimator(name).estimate(batch_from(PATHS))
-    similar = get_estimator(name, grouping="similarity").estimate(batch_from(PATHS))
-    want = get_estimator(name).estimate(merged_by_hand)
+    exact = get_estimator(name).compute_output(batch_from(PATHS))
+    similar = get_estimator(name, grouping="similarity").compute_output(batch_from(PATHS))
+    want = get_estimator(name).compute_output(merged_by_hand)
     np.testing.assert_allclose(similar.advantages, want.advantages, atol=1e-12)
     assert not np.allclose(exact.advantages, want.advantages)  # the merge changes this estimator's result
     stepgroup = {k: v for k, v in want.diagnostics.items() if k.startswith("stepgroup/")}

@@ -152,10 +152,10 @@ def test_ppo_verl_hand_worked():
     # V_phi = 0 everywhere, lam = 1: GAE = discounted return. verl: from environment rewards, then minus the row's
     # own penalty -> traj 0: [2.5, 5 - 0.1, 10], traj 1: [0 - 0.1, 0]; reward: [2.45, 4.9, 10], [-0.1, 0]
     b = batch(values=[0.0] * 5)
-    out = get_estimator("ppo", gamma=0.5, lam=1.0, penalty="verl").estimate(b)
+    out = get_estimator("ppo", gamma=0.5, lam=1.0, penalty="verl").compute_output(b)
     expect(out.advantages, {(0, 0): 2.5, (0, 1): 4.9, (0, 2): 10.0, (1, 0): -0.1, (1, 1): 0.0})
     expect(out.returns, {(0, 0): 2.5, (0, 1): 4.9, (0, 2): 10.0, (1, 0): -0.1, (1, 1): 0.0})
-    out = get_estimator("ppo", gamma=0.5, lam=1.0).estimate(b)
+    out = get_estimator("ppo", gamma=0.5, lam=1.0).compute_output(b)
     expect(out.advantages, {(0, 0): 2.45, (0, 1): 4.9, (0, 2): 10.0, (1, 0): -0.1, (1, 1): 0.0})
 
 
@@ -232,7 +232,7 @@ def test_an_estimator_without_the_penalty_option_sees_penalties_in_rewards():
         name = "raw-rewards"
         description = "advantage = the row's reward"
 
-        def evaluate(self, batch):
+        def _compute(self, batch):
             assert not batch.penalties.any()
             return EstimatorOutput(advantages=np.asarray(batch.rewards, dtype=np.float64))
 

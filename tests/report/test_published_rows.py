@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import math
 
-from gagpo_cli.report.tables import TABLE1_COLUMNS, ReportTable, load_published, published_rows
+from gagpo_cli.report.tables import ReportTable, load_published, paper_columns, published_rows
 
 SPLIT_KEYS = {"alfworld/seen", "alfworld/unseen"}
 
 
 def test_rows_name_known_sources_and_columns():
     data = load_published()
-    known = {c.key for c in TABLE1_COLUMNS} | SPLIT_KEYS
+    known = {c.key for c in paper_columns(1)} | SPLIT_KEYS
     for row in data["rows"]:
         assert row["source"] in data["sources"], row
         assert set(row["values"]) <= known, row
@@ -29,7 +29,7 @@ def test_split_reports_stay_out_of_alfworld_all():
 
 
 def test_peer_rows_in_table1():
-    table = ReportTable("Table 1", TABLE1_COLUMNS, [])
+    table = ReportTable("Table 1", paper_columns(1), [])
     rows = {(r.block, r.label): r for r in published_rows(table, 1)}
     pgpo = rows[("Qwen2.5-1.5B-Instruct", "PGPO")]
     assert math.isnan(pgpo.stats["ALFWorld All"].mean)  # reported as Seen/Unseen only

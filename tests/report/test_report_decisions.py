@@ -1,4 +1,4 @@
-"""The report's decisions on the cases that misled it before (issue 25): two seeds never settle or
+"""The report's decisions on the cases that once misled it: two seeds never settle or
 bold anything; a seed run twice counts once and the note names what differed; rows whose evaluations
 differ are not paired and their other differences are named; a variant key labels only its own
 method; a stale ``eval.json`` is not final; the area under the curve does not depend on how often a

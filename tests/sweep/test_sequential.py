@@ -1,5 +1,5 @@
 """``gagpo ablate --until-decided``: the group-sequential procedure's error rates measured through
-the whole decision loop with a toy trainer (``sequential_sim.py``), its boundaries checked by
+the whole decision loop with a toy trainer (``gagpo_cli/sweep/simulate.py``), its boundaries checked by
 simulation, the state's resume and extension, the report's rows, and the one-line errors."""
 
 from __future__ import annotations

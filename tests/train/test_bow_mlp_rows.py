@@ -1,4 +1,4 @@
-"""``bow-mlp``'s batch assembly helpers (``gagpo_cli/train/policies/bow_mlp.py``): distinct rows found by
+"""``bow-mlp``'s batch assembly helpers (``gagpo_cli/train/policies/bow_features.py``): distinct rows found by
 scattering into scratch space equal ``np.unique``'s, and ragged rows appended between gathers come back
 as appended."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gagpo_cli.train.policies.bow_mlp import _pair_rows, _Ragged, _rows
+from gagpo_cli.train.policies.bow_features import _pair_rows, _Ragged, _rows
 
 
 @pytest.mark.parametrize("n, high", [(1, 1), (7, 3), (500, 40), (5000, 20_000)])

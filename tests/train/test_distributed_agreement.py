@@ -63,7 +63,7 @@ def _rollout_worker(rank: int, port: int, out: str) -> None:
     from tiny_model import tiny_policy
 
     from environments.pool import EnvPool
-    from gagpo_cli.train.acting.rollout import TaskSpec, collect
+    from gagpo_cli.train.acting.rollout import RolloutSettings, TaskSpec, collect
 
     os.environ.update(WORLD_SIZE="2", RANK=str(rank), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
                       MASTER_PORT=str(port))
@@ -78,9 +78,9 @@ def _rollout_worker(rank: int, port: int, out: str) -> None:
     with EnvPool.from_environment(CorridorEnvironment()) as pool:
         for lock_step in (False, True):
             calls.clear()
-            rollout = collect(policy, pool, tasks, max_steps=3, history=2, temperature=1.0, max_new_tokens=4,
-                              success_reward=10.0, invalid_penalty=0.1, generator=torch.Generator().manual_seed(0),
-                              ctx=ctx, lock_step=lock_step)
+            settings = RolloutSettings(max_steps=3, history=2, temperature=1.0, max_new_tokens=4,
+                                       success_reward=10.0, invalid_penalty=0.1, lock_step=lock_step)
+            rollout = collect(policy, pool, tasks, settings, generator=torch.Generator().manual_seed(0), ctx=ctx)
             result[str(lock_step)] = {"calls": list(calls), "rows": len(rollout.rows)}
     distributed.shutdown(ctx)
     with open(f"{out}.{rank}", "w") as f:

@@ -1,23 +1,33 @@
-"""The rollout-engine table: every row declares how it is built and checked, ``auto`` always finds one,
-and a new engine is one class plus one row (no name is special-cased elsewhere)."""
+"""The rollout engines: every registered engine declares how it is built and checked, ``auto`` always
+finds one, and a new engine is one class plus one ``gagpo.engines`` entry point (no name is
+special-cased elsewhere)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from envs import plugin_on_sys_path
 from tiny_model import tiny_policy
 
 from gagpo_cli.errors import UsageError
-from gagpo_cli.train.acting.engines import AUTO_PREFERENCE, ENGINES, check_engine, choose_engine, open_engine
+from gagpo_cli.train.acting.engines import (
+    auto_preference,
+    check_engine,
+    choose_engine,
+    engine_class,
+    engine_names,
+    open_engine,
+)
 
 
 class EchoEngine:
     """A one-file engine for the test: it answers every prompt with the prompt's last token."""
 
-    name = "echo"
     label = "Echo"
+    description = "echoes the prompt's last token"
     needs_folder = False
+    auto_priority = 0  # set by the tests
     setup = "pip install echo"
     missing: str | None = None  # what problem() reports (set by the tests)
 
@@ -45,30 +55,41 @@ class EchoEngine:
         """Nothing to release."""
 
 
-def test_every_row_declares_how_it_is_built_and_checked():
-    for name, engine in ENGINES.items():
-        assert engine.name == name and engine.label and isinstance(engine.needs_folder, bool)
+def test_every_engine_declares_how_it_is_built_and_checked():
+    assert {"hf", "vllm"} <= set(engine_names())
+    for name in engine_names():
+        engine = engine_class(name)
+        assert engine.label and engine.description and isinstance(engine.needs_folder, bool)
         assert isinstance(engine.setup, str) and callable(engine.problem) and callable(engine.open)
         for method in ("chat_prompt", "generate", "sync", "close"):
             assert callable(getattr(engine, method, None)), (name, method)
-    assert set(AUTO_PREFERENCE) <= set(ENGINES)
-    last = ENGINES[AUTO_PREFERENCE[-1]]  # auto's last resort acts for any model here
+    assert auto_preference() == ["vllm", "hf"]
+    last = engine_class(auto_preference()[-1])  # auto's last resort acts for any model here
     assert last.problem() is None and not last.needs_folder
 
 
-def test_a_new_engine_is_one_row(monkeypatch):
-    monkeypatch.setitem(ENGINES, "echo", EchoEngine)
+@pytest.fixture
+def echo(tmp_path):
+    """``echo`` registered as a rollout engine by an entry point of a package put on the path."""
+    with plugin_on_sys_path(tmp_path / "plugin", {"gagpo.engines": {"echo": f"{__name__}:EchoEngine"}}):
+        yield EchoEngine
+
+
+def test_a_new_engine_is_one_class_and_one_entry_point(echo, monkeypatch):
     policy = tiny_policy()
     engine = open_engine("echo", policy, "tiny-random", {"width": 3}, quiet=True)
     assert isinstance(engine, EchoEngine) and engine.options == {"width": 3}
     assert engine.generate([[5, 6, 7]], temperature=0.0, max_new_tokens=1) == [[7]]
-    with pytest.raises(UsageError, match="auto, hf, vllm, echo"):
+    with pytest.raises(UsageError, match="Valid names: auto, echo, hf, vllm"):
         check_engine("sglang")
     monkeypatch.setattr(EchoEngine, "missing", "echo is not installed")
     message = "rollout.engine=echo: echo is not installed; set it up with `pip install echo`"
     with pytest.raises(UsageError, match=message):
         choose_engine("echo", "tiny-random")
-    monkeypatch.setattr("gagpo_cli.train.acting.engines.AUTO_PREFERENCE", ("echo", "hf"))
+    name, reason = choose_engine("auto", "tiny-random")  # without a priority auto never tries it
+    assert name == "hf" and "echo" not in reason
+    monkeypatch.setattr(EchoEngine, "auto_priority", 3)  # above vllm's: tried first
+    assert auto_preference() == ["echo", "vllm", "hf"]
     assert choose_engine("auto", "tiny-random") == ("hf", "auto: echo is not installed")
     monkeypatch.setattr(EchoEngine, "missing", None)
     assert choose_engine("auto", "tiny-random") == ("echo", "auto: Echo is installed")

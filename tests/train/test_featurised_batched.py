@@ -1,6 +1,6 @@
 """The bow-mlp scorer's factored batch (shared bags, per-part state sums, the first MLP layer split,
 equal inputs scored once) computes the same function as the straightforward computation in
-``bow_mlp_reference.py``: same scores and state vectors, same gradients, the same update, on states
+``testkit/bow_mlp_reference.py``: same scores and state vectors, same gradients, the same update, on states
 of real ALFWorld and WebShop rollouts."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from environments.base import score_mode_env_options
 from environments.pool import EnvPool
 from estimators import get_estimator
 from gagpo_cli.config import OptimConfig
-from gagpo_cli.train.acting.rollout import TaskSpec, collect
+from gagpo_cli.train.acting.rollout import RolloutSettings, TaskSpec, collect
 from gagpo_cli.train.learning.score_update import ScoreSample, ScoreUpdater
 from gagpo_cli.train.policies.bow_mlp import FeaturisedPolicy
 from gagpo_cli.train.policies.scoring import ScoreInput
@@ -35,8 +35,9 @@ def _states(env: str, episodes: int, steps: int) -> list[ScoreInput]:
     """Every state of a short rollout (groups of 4 rollouts of one task: the first states repeat)."""
     with EnvPool(env, score_mode_env_options(env, {})) as pool:
         tasks = [TaskSpec("train", g, g, g) for g in range(episodes // 4) for _ in range(4)]
-        out = collect(_trained_policy(1), pool, tasks, max_steps=steps, history=2, temperature=1.0,
-                      max_new_tokens=1, success_reward=10.0, invalid_penalty=0.1, action_mode="score",
+        out = collect(_trained_policy(1), pool, tasks,
+                      RolloutSettings(max_steps=steps, history=2, temperature=1.0, max_new_tokens=1,
+                                      success_reward=10.0, invalid_penalty=0.1, action_mode="score"),
                       generator=torch.Generator().manual_seed(0))
     return [r.acted.score_input for r in out.rows if r.acted.score_input is not None]
 
@@ -88,13 +89,13 @@ def test_gradients_equal_the_straightforward_computation(states):
 
 def test_a_cleared_cache_gives_the_same_scores(states):
     policy, fresh = _trained_policy(), _trained_policy()
-    policy._cache.LIMIT = 50  # the tables overflow: everything is dropped between batches
-    policy._cache.MEMORY_LIMIT = 20
+    policy.features.cache.LIMIT = 50  # the tables overflow: everything is dropped between batches
+    policy.features.cache.MEMORY_LIMIT = 20
     for start in range(0, len(states), 40):
         chunk = states[start:start + 40]
         torch.testing.assert_close(torch.cat(policy.score_actions(chunk).logits),
                                    torch.cat(fresh.score_actions(chunk).logits), rtol=1e-6, atol=1e-6)
-    assert len(policy._cache.pairs) < len(fresh._cache.pairs)
+    assert len(policy.features.cache.pairs) < len(fresh.features.cache.pairs)
 
 
 def test_gradients_do_not_depend_on_what_the_policy_scored_before(states):

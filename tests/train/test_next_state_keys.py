@@ -12,7 +12,7 @@ from tiny_model import tiny_policy
 
 from environments.pool import EnvPool
 from estimators import StepBatch
-from gagpo_cli.train.acting.rollout import TaskSpec, collect
+from gagpo_cli.train.acting.rollout import RolloutSettings, TaskSpec, collect
 from gagpo_cli.train.policies.bow_mlp import FeaturisedPolicy
 
 
@@ -38,8 +38,9 @@ def test_the_rollout_fills_the_state_after_every_action(mode):
     tasks = [TaskSpec("train", t, 3, g) for g, t in enumerate((1, 2)) for _ in range(3)]
     with EnvPool.from_environment(CorridorEnvironment()) as pool:
         spy = RecordingPool(pool)
-        out = collect(policy, spy, tasks, max_steps=4, history=2, temperature=1.0, max_new_tokens=6,
-                      success_reward=10.0, invalid_penalty=0.1, action_mode=mode,
+        out = collect(policy, spy, tasks,
+                      RolloutSettings(max_steps=4, history=2, temperature=1.0, max_new_tokens=6, success_reward=10.0,
+                                      invalid_penalty=0.1, action_mode=mode),
                       generator=torch.Generator().manual_seed(0))
     batch = out.step_batch()
     assert batch.next_state_keys is not None

@@ -1,21 +1,16 @@
-"""The policy-kind table is consistent: every kind's class imports and loads, acts in exactly the action
-modes it declares (and offers the Protocol each needs), any other model name is a language model, and a
-new kind is one class and one row that the trainer, its checkpoints and ``gagpo eval`` take as they are."""
+"""The policy kinds are consistent: every registered kind's class imports and loads, acts in exactly the
+action modes it declares (and offers the Protocol each needs), any other model name is a language model,
+and a new kind is one class and one ``gagpo.policy_kinds`` entry point that the trainer, its checkpoints
+and ``gagpo eval`` take as they are."""
 
 from __future__ import annotations
 
-import contextlib
-import copy
-import zlib
-from collections.abc import Iterator, Sequence
-from pathlib import Path
-from typing import Any
-
 import pytest
 import torch
+from envs import plugin_on_sys_path
 from envs.buttons import ButtonsEnvironment
+from envs.third_party import WordScorer
 from tiny_model import tiny_model, tiny_tokenizer
-from torch import nn
 
 from environments.pool import EnvPool
 from gagpo_cli.config import ModelConfig, load_config
@@ -24,15 +19,16 @@ from gagpo_cli.errors import UsageError
 from gagpo_cli.models import ModelUnavailableError
 from gagpo_cli.prompting import check_generates
 from gagpo_cli.train.acting.agent import load_agent
-from gagpo_cli.train.acting.modes import ACTION_MODES
-from gagpo_cli.train.policies.kinds import LANGUAGE_MODEL, POLICY_KINDS, PolicyKind, load_policy, policy_kind
+from gagpo_cli.train.acting.modes import action_mode_names
+from gagpo_cli.train.policies.kinds import LANGUAGE_MODEL, PolicyKind, load_policy, policy_kind
 from gagpo_cli.train.policies.lm import Policy
 from gagpo_cli.train.policies.protocol import GeneratingPolicy, ScoringPolicy, TrainablePolicy
-from gagpo_cli.train.policies.scoring import ScoreInput, ScoreOutput
+from gagpo_cli.train.policies.scoring import ScoreInput
 from gagpo_cli.train.recipe import train
 from gagpo_cli.train.records import read_metrics
+from gagpo_core import plugins
 
-KINDS = [*POLICY_KINDS.values(), LANGUAGE_MODEL]
+KINDS = [*(policy_kind(name) for name in plugins.plugin_names(plugins.POLICY_KINDS)), LANGUAGE_MODEL]
 STEP = ScoreInput("corridor", "reach the end", "You are at 1.", [], 0, ("right", "left", "wait"))
 
 
@@ -50,12 +46,13 @@ def _name(kind: PolicyKind, folder) -> str:
     return str(folder) if kind is LANGUAGE_MODEL else kind.name
 
 
-def test_every_row_is_keyed_by_its_name_and_declares_known_modes():
-    for name, kind in POLICY_KINDS.items():
-        assert kind.name == name and policy_kind(name) is kind
+def test_every_kind_is_keyed_by_its_name_and_declares_known_modes():
+    assert "bow-mlp" in plugins.plugin_names(plugins.POLICY_KINDS)
+    for name in plugins.plugin_names(plugins.POLICY_KINDS):
+        assert policy_kind(name).name == name and policy_kind(name) == policy_kind(name)
     for kind in KINDS:
-        assert kind.action_modes and set(kind.action_modes) <= set(ACTION_MODES), kind.name
-        assert callable(getattr(kind.policy_class(), "load", None)), kind.name
+        assert kind.action_modes and set(kind.action_modes) <= set(action_mode_names()), kind.name
+        assert callable(getattr(kind.policy_class, "load", None)), kind.name
         assert kind.writes_text == ("generate" in kind.action_modes)
 
 
@@ -63,7 +60,7 @@ def test_every_row_is_keyed_by_its_name_and_declares_known_modes():
 def test_every_kind_loads_and_acts_in_exactly_its_declared_modes(kind, model_folder):
     cfg = ModelConfig(name=_name(kind, model_folder), dtype="float32", device="cpu", lora_rank=4, lora_alpha=8)
     policy = load_policy(cfg, seed=0)
-    assert isinstance(policy, kind.policy_class()) and isinstance(policy, TrainablePolicy)
+    assert isinstance(policy, kind.policy_class) and isinstance(policy, TrainablePolicy)
     assert policy.device == kind.device(cfg)  # known before loading
     assert tuple(policy.action_modes) == kind.action_modes
     assert policy.trainable_parameters()
@@ -76,7 +73,7 @@ def test_every_kind_loads_and_acts_in_exactly_its_declared_modes(kind, model_fol
     if "generate" in kind.action_modes:
         (gen,) = policy.generate([policy.chat_prompt("go east")], temperature=0.0, max_new_tokens=3)
         assert 1 <= len(gen.response_ids) <= 3
-    for mode in ACTION_MODES:
+    for mode in action_mode_names():
         refusal = kind.mode_refusal(mode)
         assert (refusal is None) == (mode in kind.action_modes), (kind.name, mode)
 
@@ -93,64 +90,24 @@ def test_a_kind_that_only_scores_is_refused_where_text_is_written():
 def test_any_other_model_name_goes_to_the_language_model_loader(model_folder, tmp_path):
     for name in ("smollm2-135m-instruct", "Qwen/Qwen2.5-1.5B-Instruct", str(model_folder), "BOW-MLP"):
         assert policy_kind(name) is LANGUAGE_MODEL
-    assert LANGUAGE_MODEL.exportable and LANGUAGE_MODEL.model_source
+    assert LANGUAGE_MODEL.exportable and LANGUAGE_MODEL.model_source and LANGUAGE_MODEL.shardable
     assert type(load_policy(ModelConfig(name=str(model_folder), device="cpu", dtype="float32"))) is Policy
     with pytest.raises(ModelUnavailableError, match="no-such-model"):  # the LM loader's own error
         load_policy(ModelConfig(name=str(tmp_path / "no-such-model"), device="cpu"))
 
 
-class WordScorer:
-    """A policy kind in one class, for the test: each candidate scores the sum of one weight per hashed
-    word (score mode only, CPU); the reference is a frozen copy."""
-
-    action_modes = ("score",)
-    hidden_size = 4
-    BUCKETS = 256
-
-    def __init__(self) -> None:
-        self.device = torch.device("cpu")
-        self.weights = nn.Embedding(self.BUCKETS, 1)
-        nn.init.zeros_(self.weights.weight)
-        self.reference = copy.deepcopy(self.weights).requires_grad_(False)
-
-    @classmethod
-    def load(cls, cfg: Any, *, seed: int = 0) -> WordScorer:
-        return cls()
-
-    @classmethod
-    def device_for(cls, cfg: Any) -> torch.device:
-        return torch.device("cpu")
-
-    def score_actions(self, inputs: Sequence[ScoreInput], *, norm: str = "token", reference: bool = False,
-                      with_state: bool = False) -> ScoreOutput:
-        table = self.reference if reference else self.weights
-        logits = [torch.stack([table(torch.tensor([zlib.crc32(w.encode()) % self.BUCKETS for w in a.split()]))
-                               .sum() for a in inp.candidates]) for inp in inputs]
-        return ScoreOutput(logits=logits, state=torch.zeros(len(inputs), self.hidden_size) if with_state else None)
-
-    def score_cost(self, inp: ScoreInput) -> int:
-        return len(inp.candidates)
-
-    def trainable_parameters(self) -> list[nn.Parameter]:
-        return list(self.weights.parameters())
-
-    @contextlib.contextmanager
-    def train_mode(self) -> Iterator[None]:
-        yield
-
-    def save(self, directory: Path) -> None:
-        Path(directory).mkdir(parents=True, exist_ok=True)
-        torch.save(self.weights.state_dict(), Path(directory) / "words.pt")
-
-    def load_weights(self, directory: Path) -> None:
-        self.weights.load_state_dict(torch.load(Path(directory) / "words.pt"))
+@pytest.fixture
+def word_scorer_kind(tmp_path):
+    """``word-scorer`` registered as a policy kind by an entry point of a package put on the path."""
+    entry_points = {"gagpo.policy_kinds": {"word-scorer": "envs.third_party:WordScorer"}}
+    with plugin_on_sys_path(tmp_path / "plugin", entry_points):
+        yield policy_kind("word-scorer")
 
 
 @pytest.mark.integration
-def test_a_new_kind_is_one_class_and_one_row(monkeypatch, tmp_path):
-    kind = PolicyKind(name="word-scorer", target=f"{__name__}:WordScorer", label="word scorer",
-                      exportable=False, model_source=False)
-    monkeypatch.setitem(POLICY_KINDS, kind.name, kind)
+def test_a_new_kind_is_one_class_and_one_entry_point(word_scorer_kind, tmp_path):
+    kind = word_scorer_kind
+    assert kind.policy_class is WordScorer and not kind.exportable and not kind.model_source
     cfg = load_config(None, ["model.name=word-scorer", "rollout.action_mode=score", "env.name=buttons",
                              "rollout.tasks_per_batch=4", "rollout.group_size=4", "optim.lr=0.05",
                              "train.iterations=3", "train.eval_every=0", "train.eval_episodes=0",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from gagpo_cli.train.prompts import GENERIC_ROLE, ROLES, parse_action, render_prompt
+from environments.alfworld import ALFWorldEnvironment
+from environments.webshop import WebShopEnvironment
+from gagpo_cli.train.prompts import GENERIC_ROLE, parse_action, render_prompt
 
 
 def _render(env: str = "alfworld", **kw):
@@ -14,7 +16,7 @@ def _render(env: str = "alfworld", **kw):
 
 def test_first_turn_has_task_observation_actions_and_format():
     text = _render()
-    assert ROLES["alfworld"] in text
+    assert ALFWorldEnvironment.role in text
     assert "Your task is to: put a clean apple in the fridge." in text
     assert "You have not taken any step yet." in text
     assert "You are in the kitchen." in text
@@ -39,9 +41,10 @@ def test_a_goal_that_already_says_your_task_is_not_doubled():
 
 
 def test_each_environment_has_its_role_and_others_get_the_generic_one():
-    assert ROLES["webshop"] in _render("webshop")
-    assert GENERIC_ROLE in _render("corridor")
-    assert ROLES["alfworld"] not in _render("webshop")
+    assert WebShopEnvironment.role in _render("webshop")
+    assert GENERIC_ROLE in _render("corridor")  # a name no entry point declares
+    assert GENERIC_ROLE in _render("sokoban")  # a registered environment that declares no role
+    assert ALFWorldEnvironment.role not in _render("webshop")
 
 
 def test_parse_action_takes_the_last_tagged_action_stripped():

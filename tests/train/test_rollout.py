@@ -11,7 +11,7 @@ from tiny_model import tiny_policy
 
 from environments.pool import EnvPool
 from estimators import get_estimator
-from gagpo_cli.train.acting.rollout import TaskSpec, collect
+from gagpo_cli.train.acting.rollout import RolloutSettings, TaskSpec, collect
 
 SETTINGS = dict(history=2, temperature=1.0, max_new_tokens=6, success_reward=10.0, invalid_penalty=0.1)
 
@@ -22,7 +22,8 @@ def policy():
 
 
 def _collect(policy, pool, tasks, max_steps, seed=0):
-    return collect(policy, pool, tasks, max_steps=max_steps, generator=torch.Generator().manual_seed(seed), **SETTINGS)
+    return collect(policy, pool, tasks, RolloutSettings(max_steps=max_steps, **SETTINGS),
+                   generator=torch.Generator().manual_seed(seed))
 
 
 def test_corridor_rollout_rows_groups_and_budget(policy):

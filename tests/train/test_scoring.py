@@ -17,7 +17,7 @@ from estimators import get_estimator
 from gagpo_cli.config import ExperimentConfig, ModelConfig, OptimConfig
 from gagpo_cli.errors import UsageError
 from gagpo_cli.train.acting.modes import get_action_mode
-from gagpo_cli.train.acting.rollout import TaskSpec, collect
+from gagpo_cli.train.acting.rollout import RolloutSettings, TaskSpec, collect
 from gagpo_cli.train.learning.score_update import ScoreSample, ScoreUpdater
 from gagpo_cli.train.policies import categorical, scoring
 from gagpo_cli.train.policies.bow_mlp import FeaturisedPolicy
@@ -215,9 +215,10 @@ def test_score_mode_token_ratio_keeps_the_dual_clip():
 
 def test_an_empty_admissible_set_is_an_invalid_penalised_step():
     with EnvPool.from_environment(NoChoiceEnvironment()) as pool:
-        out = collect(FeaturisedPolicy(), pool, [TaskSpec("train", 0, 0, 0)] * 2, max_steps=4, history=2,
-                      temperature=1.0, max_new_tokens=1, success_reward=10.0, invalid_penalty=0.1,
-                      action_mode="score", generator=torch.Generator().manual_seed(0))
+        out = collect(FeaturisedPolicy(), pool, [TaskSpec("train", 0, 0, 0)] * 2,
+                      RolloutSettings(max_steps=4, history=2, temperature=1.0, max_new_tokens=1, success_reward=10.0,
+                                      invalid_penalty=0.1, action_mode="score"),
+                      generator=torch.Generator().manual_seed(0))
     first = [r for r in out.rows if r.step_index == 0]
     assert all(r.malformed and not r.valid and r.acted.score_input is None for r in first)
     # penalised like a malformed output (a penalty field of its own, or folded into the reward)
@@ -230,9 +231,10 @@ def test_an_empty_admissible_set_is_an_invalid_penalised_step():
 
 def test_score_mode_rollout_sends_the_chosen_candidate():
     with EnvPool.from_environment(CorridorEnvironment()) as pool:
-        out = collect(FeaturisedPolicy(), pool, [TaskSpec("train", i, 0, i) for i in range(4)], max_steps=5,
-                      history=2, temperature=1.0, max_new_tokens=1, success_reward=10.0, invalid_penalty=0.1,
-                      action_mode="score", generator=torch.Generator().manual_seed(0))
+        out = collect(FeaturisedPolicy(), pool, [TaskSpec("train", i, 0, i) for i in range(4)],
+                      RolloutSettings(max_steps=5, history=2, temperature=1.0, max_new_tokens=1, success_reward=10.0,
+                                      invalid_penalty=0.1, action_mode="score"),
+                      generator=torch.Generator().manual_seed(0))
     assert out.rows and all(r.valid for r in out.rows)  # every chosen action is admissible
     for r in out.rows:
         logp = torch.log_softmax(FeaturisedPolicy().score_actions([r.acted.score_input]).logits[0].detach(), -1)
@@ -246,9 +248,10 @@ def test_the_update_reports_the_gap_to_the_rollouts_probabilities(mini_batches):
         for p in policy.model.parameters():
             p.add_(0.3 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
     with EnvPool.from_environment(CorridorEnvironment()) as pool:
-        out = collect(policy, pool, [TaskSpec("train", i, 0, i) for i in range(4)], max_steps=5,
-                      history=2, temperature=0.7, max_new_tokens=1, success_reward=10.0, invalid_penalty=0.1,
-                      action_mode="score", generator=torch.Generator().manual_seed(0))
+        out = collect(policy, pool, [TaskSpec("train", i, 0, i) for i in range(4)],
+                      RolloutSettings(max_steps=5, history=2, temperature=0.7, max_new_tokens=1, success_reward=10.0,
+                                      invalid_penalty=0.1, action_mode="score"),
+                      generator=torch.Generator().manual_seed(0))
     gen = torch.Generator().manual_seed(1)
 
     def samples(shift: float) -> list[ScoreSample]:

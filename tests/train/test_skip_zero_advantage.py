@@ -42,7 +42,7 @@ def _step_batch() -> StepBatch:
 
 
 def _advantages(name: str) -> tuple[np.ndarray, np.ndarray | None]:
-    out = get_estimator(name).estimate(_step_batch())
+    out = get_estimator(name).compute_output(_step_batch())
     return np.asarray(out.advantages, dtype=np.float64), out.returns
 
 

@@ -14,8 +14,8 @@ from tiny_model import tiny_policy
 from environments.pool import EnvPool
 from estimators import get_estimator
 from gagpo_cli.config import ExperimentConfig, OptimConfig, RolloutConfig
-from gagpo_cli.train.acting.modes import ACTION_MODES, get_action_mode
-from gagpo_cli.train.acting.rollout import TaskSpec, collect
+from gagpo_cli.train.acting.modes import action_mode_names, get_action_mode
+from gagpo_cli.train.acting.rollout import RolloutSettings, TaskSpec, collect
 
 pytestmark = pytest.mark.integration  # rolls out and trains the tiny model (seconds)
 
@@ -29,20 +29,21 @@ def _update_metrics(mode_name: str) -> dict[str, float]:
     mode, policy, estimator = get_action_mode(mode_name), tiny_policy(), get_estimator("ppo")
     tasks = [TaskSpec("train", task, 0, task) for task in (0, 1) for _ in range(2)]
     with EnvPool.from_environment(CorridorEnvironment()) as pool:
-        rollout = collect(policy, pool, tasks, max_steps=3, history=2, temperature=1.0, max_new_tokens=6,
-                          success_reward=10.0, invalid_penalty=0.1, action_mode=mode_name,
+        rollout = collect(policy, pool, tasks,
+                          RolloutSettings(max_steps=3, history=2, temperature=1.0, max_new_tokens=6,
+                                          success_reward=10.0, invalid_penalty=0.1, action_mode=mode_name),
                           generator=torch.Generator().manual_seed(0))
     updater = mode.updater(policy, estimator, cfg, None)
     samples = mode.samples(rollout.rows)
-    estimate = estimator.estimate(rollout.step_batch(updater.values(samples), estimator.requires))
+    out = estimator.compute_output(rollout.step_batch(updater.values(samples), estimator.requires))
     for i, sample in enumerate(samples):
-        sample.advantage = float(estimate.advantages[i])
-        sample.value_target = float(estimate.returns[i])
+        sample.advantage = float(out.advantages[i])
+        sample.value_target = float(out.returns[i])
     return updater.update(samples)
 
 
 def test_both_action_modes_report_the_same_metric_keys():
-    keys = {name: set(_update_metrics(name)) for name in ACTION_MODES}
+    keys = {name: set(_update_metrics(name)) for name in action_mode_names()}
     generate, score = keys["generate"], keys["score"]
     assert generate == score, f"only in generate: {generate - score}; only in score: {score - generate}"
     expected = {"actor/update_rows", "perf/padding_frac", "actor/kl", "critic/value_loss",
@@ -50,7 +51,7 @@ def test_both_action_modes_report_the_same_metric_keys():
     assert expected <= generate
 
 
-@pytest.mark.parametrize("name", sorted(ACTION_MODES))
+@pytest.mark.parametrize("name", action_mode_names())
 def test_update_rows_count_the_rows_that_take_part(name):
     metrics = _update_metrics(name)
     assert metrics["actor/update_rows"] > 0

@@ -23,7 +23,7 @@ MALFORMED_CHARS = 200  # a malformed output reaches the environment (and later p
 
 
 def decide(
-    policy: Any,
+    engine: Any,
     env_name: str,
     views: Sequence[SlotView],
     *,
@@ -33,15 +33,16 @@ def decide(
     whole_answers: bool = False,
     generator: torch.Generator | None = None,
 ) -> list[Decision]:
-    """Prompt every view, generate all answers in one batched call, parse them; one ``Decision`` per view."""
+    """Prompt every view, generate all answers in one batched call, parse them; one ``Decision`` per view.
+    ``engine``: what generates (a rollout engine, or a generating policy itself)."""
     prompts = [
-        policy.chat_prompt(render_prompt(
+        engine.chat_prompt(render_prompt(
             env_name, goal=v.goal, observation=v.observation, admissible_actions=v.admissible_actions,
             history=v.history[-history:] if history > 0 else [], step_count=len(v.history),
         ))
         for v in views
     ]
-    generations = policy.generate(prompts, temperature=temperature, max_new_tokens=max_new_tokens,
+    generations = engine.generate(prompts, temperature=temperature, max_new_tokens=max_new_tokens,
                                   generator=generator)
     decisions = []
     for prompt, gen in zip(prompts, generations, strict=True):

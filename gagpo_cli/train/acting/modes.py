@@ -6,8 +6,9 @@ the policy scores every admissible action and draws one from softmax(scores / T)
 that categorical, one unit per action (``policies/scoring.py``).
 
 Each mode is one class owning its settings checks, the engine it acts through, one turn of acting
-(``decide``), the updater that trains it and the update sample of a step row. ``ACTION_MODES`` maps
-``rollout.action_mode`` to its class: adding a mode is one class and one row there.
+(``decide``), the updater that trains it and the update sample of a step row. ``rollout.action_mode``
+names a ``gagpo.action_modes`` entry point: adding a mode is one ``ActionMode`` subclass and one entry
+point (a third party's package may declare it).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from gagpo_cli.agents import SlotView
 from gagpo_cli.config import ExperimentConfig
 from gagpo_cli.errors import UsageError
 from gagpo_cli.train.acting.decision import Decision
+from gagpo_cli.train.acting.engines.base import ActingEngine
 from gagpo_cli.train.acting.generate_rollout import decide
 from gagpo_cli.train.acting.score_rollout import ScoringEngine, decide_scores
 from gagpo_cli.train.distributed import Dist
@@ -30,6 +32,7 @@ from gagpo_cli.train.learning.generate_update import GenerateSample, GenerateUpd
 from gagpo_cli.train.learning.score_update import ScoreSample, ScoreUpdater
 from gagpo_cli.train.learning.updater import PolicyUpdater
 from gagpo_cli.train.policies.kinds import policy_kind
+from gagpo_core import plugins
 
 
 @dataclass(frozen=True)
@@ -47,9 +50,11 @@ class Acting:
 
 
 class ActionMode:
-    """What every action mode provides; the defaults are the ones most modes share."""
+    """What every action mode provides; the defaults are the ones most modes share. Its ``name`` is its
+    ``gagpo.action_modes`` entry point's."""
 
-    name: ClassVar[str]
+    name = plugins.RegisteredName(plugins.ACTION_MODES)
+    description: ClassVar[str] = ""  # one line for ``gagpo list action-modes``
 
     def check_settings(self, cfg: ExperimentConfig) -> None:
         """UsageError for settings this mode cannot train with (before anything is loaded)."""
@@ -68,17 +73,18 @@ class ActionMode:
     def check_engine(self, engine: str) -> None:
         """Fail early (before loading) when the rollout engine this mode needs cannot run."""
 
-    def open_engine(self, policy: Any, cfg: ExperimentConfig) -> Any:
+    def open_engine(self, policy: Any, cfg: ExperimentConfig) -> ActingEngine:
         """What the trainer acts through (``chat_prompt``/``generate`` or ``score_actions``)."""
         raise NotImplementedError
 
-    def evaluation_engine(self, policy: Any, requested: str, model_name: str) -> Any:
+    def evaluation_engine(self, policy: Any, requested: str, model_name: str) -> ActingEngine:
         """What ``gagpo eval --engine requested`` acts through, synced to ``policy``'s weights."""
         raise NotImplementedError
 
-    def decide(self, policy: Any, env_name: str, views: Sequence[SlotView], acting: Acting,
+    def decide(self, engine: Any, env_name: str, views: Sequence[SlotView], acting: Acting,
                generator: torch.Generator | None) -> list[Decision]:
-        """One ``Decision`` per view, all views acted on together."""
+        """One ``Decision`` per view, all views acted on together, through ``engine`` (what ``open_engine``
+        or ``evaluation_engine`` returned, or the policy itself)."""
         raise NotImplementedError
 
     def updater(self, policy: Any, estimator: Any, cfg: ExperimentConfig, dist: Dist | None) -> PolicyUpdater:
@@ -93,7 +99,7 @@ class ActionMode:
 class GenerateMode(ActionMode):
     """The model writes its answer; the action is read from ``<action>...</action>``."""
 
-    name = "generate"
+    description = "the model writes its answer (thoughts, then the action in <action>...</action>)"
 
     def check_settings(self, cfg: ExperimentConfig) -> None:
         problem = policy_kind(cfg.model.name).mode_refusal(self.name)
@@ -108,7 +114,7 @@ class GenerateMode(ActionMode):
 
         check_engine(engine)  # vllm asked for but not installed: the setup line
 
-    def open_engine(self, policy: Any, cfg: ExperimentConfig) -> Any:
+    def open_engine(self, policy: Any, cfg: ExperimentConfig) -> ActingEngine:
         from gagpo_cli.train.acting.engines import open_engine
 
         # A sharded policy generates itself, in lock-step (vLLM's weight sync reads unsharded weights).
@@ -117,16 +123,16 @@ class GenerateMode(ActionMode):
             requested = "hf"
         return open_engine(requested, policy, cfg.model.name, cfg.rollout.engine_options)
 
-    def evaluation_engine(self, policy: Any, requested: str, model_name: str) -> Any:
+    def evaluation_engine(self, policy: Any, requested: str, model_name: str) -> ActingEngine:
         from gagpo_cli.train.acting.engines import open_engine
 
         engine = open_engine(requested, policy, model_name)
         engine.sync()
         return engine
 
-    def decide(self, policy: Any, env_name: str, views: Sequence[SlotView], acting: Acting,
+    def decide(self, engine: Any, env_name: str, views: Sequence[SlotView], acting: Acting,
                generator: torch.Generator | None) -> list[Decision]:
-        return decide(policy, env_name, views, history=acting.history, temperature=acting.temperature,
+        return decide(engine, env_name, views, history=acting.history, temperature=acting.temperature,
                       max_new_tokens=acting.max_new_tokens, whole_answers=acting.whole_answers, generator=generator)
 
     def updater(self, policy: Any, estimator: Any, cfg: ExperimentConfig, dist: Dist | None) -> PolicyUpdater:
@@ -140,7 +146,7 @@ class GenerateMode(ActionMode):
 class ScoreMode(ActionMode):
     """The policy scores the admissible actions and draws one; it acts through itself (no engine)."""
 
-    name = "score"
+    description = "the policy scores every admissible action and draws one (GLAM / TWOSOME style)"
 
     def check_settings(self, cfg: ExperimentConfig) -> None:
         if cfg.rollout.engine == "vllm":
@@ -153,16 +159,16 @@ class ScoreMode(ActionMode):
     def env_options(self, env_name: str, options: dict[str, Any]) -> dict[str, Any]:
         return score_mode_env_options(env_name, options)  # e.g. WebShop's candidate search queries
 
-    def open_engine(self, policy: Any, cfg: ExperimentConfig) -> Any:
+    def open_engine(self, policy: Any, cfg: ExperimentConfig) -> ActingEngine:
         return ScoringEngine(policy)
 
-    def evaluation_engine(self, policy: Any, requested: str, model_name: str) -> Any:
+    def evaluation_engine(self, policy: Any, requested: str, model_name: str) -> ActingEngine:
         raise UsageError(f"--engine {requested}: this run ranks admissible actions "
                          "(rollout.action_mode=score) with the policy itself; leave --engine out")
 
-    def decide(self, policy: Any, env_name: str, views: Sequence[SlotView], acting: Acting,
+    def decide(self, engine: Any, env_name: str, views: Sequence[SlotView], acting: Acting,
                generator: torch.Generator | None) -> list[Decision]:
-        return decide_scores(policy, env_name, views, history=acting.history, temperature=acting.temperature,
+        return decide_scores(engine, env_name, views, history=acting.history, temperature=acting.temperature,
                              norm=acting.score_norm, list_actions=acting.list_actions, generator=generator)
 
     def updater(self, policy: Any, estimator: Any, cfg: ExperimentConfig, dist: Dist | None) -> PolicyUpdater:
@@ -174,12 +180,13 @@ class ScoreMode(ActionMode):
                             rollout_logp=r.acted.rollout_logp) for r in rows]
 
 
-# rollout.action_mode -> its class
-ACTION_MODES: dict[str, type[ActionMode]] = {"generate": GenerateMode, "score": ScoreMode}
+def action_mode_names() -> list[str]:
+    """The registered action modes (``rollout.action_mode`` values); imports none of them."""
+    return plugins.plugin_names(plugins.ACTION_MODES)
 
 
 def get_action_mode(name: str) -> ActionMode:
-    """The action mode ``name`` (``rollout.action_mode``); UsageError naming the valid ones."""
-    if name not in ACTION_MODES:
-        raise UsageError(f"rollout.action_mode '{name}' is not one of {', '.join(ACTION_MODES)}")
-    return ACTION_MODES[name]()
+    """The action mode ``name`` (``rollout.action_mode``); UsageError naming the valid ones and the closest."""
+    if name not in action_mode_names():
+        raise UsageError(plugins.unknown_name_message("rollout.action_mode", name, action_mode_names()))
+    return plugins.load(plugins.ACTION_MODES, name)()

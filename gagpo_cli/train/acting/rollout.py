@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import torch
@@ -31,8 +31,12 @@ from gagpo_cli.console import progress_bar
 from gagpo_cli.episodes import EpisodeRecord, record_of, summarize
 from gagpo_cli.train.acting.decision import Decision, Generated, Ranked
 from gagpo_cli.train.acting.engines.base import EngineError
-from gagpo_cli.train.acting.modes import Acting, get_action_mode
+from gagpo_cli.train.acting.modes import Acting, ActionMode, get_action_mode
 from gagpo_cli.train.distributed import Dist, agree_any
+
+if TYPE_CHECKING:
+    from environments.pool import EnvPool
+    from gagpo_cli.config import ExperimentConfig
 
 
 class TaskSpec(NamedTuple):
@@ -134,46 +138,72 @@ def summary_metrics(summary: dict[str, Any], prefix: str) -> dict[str, float]:
     return out
 
 
+@dataclass(frozen=True)
+class RolloutSettings:
+    """How a batch of episodes is played and rewarded (the ``rollout`` and ``env`` settings ``collect`` reads).
+
+    ``max_steps``: each episode's step budget; ``history``, ``temperature``, ``max_new_tokens``,
+    ``score_norm``, ``list_actions``: how one turn is acted (``modes.Acting``); ``success_reward``,
+    ``invalid_penalty``, ``reward``: the training reward (docs/algorithms.md#rewards-and-penalties);
+    ``action_mode``: the mode that acts (an ``gagpo.action_modes`` entry point; ``score``: the policy
+    ranks the admissible actions, and a step with none is an invalid step, penalised and counted as
+    malformed); ``lock_step`` (``model.parallel: fsdp``, where every forward is a collective): a rank
+    without live episodes still calls the mode's ``decide`` with no views once per turn, so that its
+    engine joins the other ranks' forwards.
+    """
+
+    max_steps: int
+    history: int
+    temperature: float
+    max_new_tokens: int
+    success_reward: float
+    invalid_penalty: float
+    reward: str = "success"
+    action_mode: str = "generate"
+    score_norm: str = "token"
+    list_actions: bool = True
+    lock_step: bool = False
+
+    @classmethod
+    def from_config(cls, cfg: ExperimentConfig, max_steps: int) -> RolloutSettings:
+        """The training rollout of ``cfg`` with the step budget ``max_steps``."""
+        r = cfg.rollout
+        return cls(max_steps=max_steps, history=cfg.env.history, temperature=r.temperature,
+                   max_new_tokens=r.max_new_tokens, success_reward=r.success_reward,
+                   invalid_penalty=r.invalid_penalty, reward=r.reward, action_mode=r.action_mode,
+                   score_norm=r.score_norm, list_actions=r.list_actions, lock_step=cfg.model.parallel == "fsdp")
+
+    def acting(self, whole_answers: bool) -> Acting:
+        """How one turn is acted; ``whole_answers``: the environment reads actions out of whole answers."""
+        return Acting(history=self.history, temperature=self.temperature, max_new_tokens=self.max_new_tokens,
+                      whole_answers=whole_answers, score_norm=self.score_norm, list_actions=self.list_actions)
+
+
 def collect(
-    policy: Any,
-    pool: Any,
+    engine: Any,
+    pool: EnvPool,
     tasks: Sequence[TaskSpec],
+    settings: RolloutSettings,
     *,
-    max_steps: int,
-    history: int,
-    temperature: float,
-    max_new_tokens: int,
-    success_reward: float,
-    invalid_penalty: float,
     generator: torch.Generator | None = None,
     should_stop: Callable[[], bool] | None = None,
-    action_mode: str = "generate",
-    score_norm: str = "token",
-    list_actions: bool = True,
-    reward: str = "success",
     ctx: Dist | None = None,
-    lock_step: bool = False,
 ) -> Rollout:
-    """Run one episode per entry of ``tasks`` to its end or to ``max_steps`` steps; record every step.
+    """Run one episode per entry of ``tasks`` to its end or to ``settings.max_steps`` steps; record every step.
 
-    ``policy`` is a ``Policy`` or a rollout engine (``gagpo_cli.train.acting.engines``: anything with
-    ``chat_prompt`` and ``generate``), ``pool`` an ``EnvPool`` whose slot ``i`` runs ``tasks[i]`` (the
-    trajectory id of its rows is ``i``; its environment's name picks the prompt template).
+    ``engine`` is what the action mode acts through: a ``Policy``, a rollout engine
+    (``gagpo_cli.train.acting.engines``: anything with ``chat_prompt`` and ``generate``) or, in score mode,
+    anything with ``score_actions``; ``pool`` an ``EnvPool`` whose slot ``i`` runs ``tasks[i]`` (the
+    trajectory id of its rows is ``i``; its environment picks the prompt's role).
     ``should_stop`` is polled between turns; when it returns True, ``RolloutInterrupted`` is raised.
     Under torchrun (``ctx``) the ranks agree at every turn boundary, in one collective: turns go on
     while ANY rank has live episodes (a rank whose episodes all ended keeps taking part), any rank's
     stop is every rank's, and an ``EngineError`` on one rank stops them all: that rank raises it, the
     others raise ``RolloutInterrupted`` (a rank never leaves the others waiting in a collective).
-    ``lock_step`` (``model.parallel: fsdp``, where every forward is a collective): a rank without live
-    episodes still calls the mode's ``decide`` with no views once per turn, so that its engine joins
-    the other ranks' forwards.
-    ``action_mode`` names the mode that acts (``modes.ACTION_MODES``; ``score``: the policy ranks the
-    admissible actions, and a step with none is an invalid step, penalised and counted as malformed).
     """
-    mode = get_action_mode(action_mode)
-    acting = Acting(history=history, temperature=temperature, max_new_tokens=max_new_tokens,
-                    whole_answers=pool.environment_info.reads_answers,
-                    score_norm=score_norm, list_actions=list_actions)
+    mode = get_action_mode(settings.action_mode)
+    acting = settings.acting(pool.environment_info.reads_answers)
+    max_steps = settings.max_steps
     out = Rollout()
     env_name = pool.environment_info.name
     started = time.perf_counter()
@@ -183,8 +213,8 @@ def collect(
     live = list(range(len(tasks)))
     ctx = ctx or Dist()
     failure: EngineError | None = None
-    turn = _Turn(mode, policy, pool, env_name, acting, generator, tasks, views,
-                 _StepReward(success_reward, invalid_penalty, reward))
+    turn = _Turn(mode, engine, pool, env_name, acting, generator, tasks, views,
+                 _StepReward(settings.success_reward, settings.invalid_penalty, settings.reward))
 
     with progress_bar("rollout: turns", total=max_steps) as advance:
         for step_index in range(max_steps + 1):
@@ -198,8 +228,8 @@ def collect(
             if stop:
                 raise RolloutInterrupted
             if not live:
-                if lock_step:  # no prompts: the engine runs idle forwards while other ranks generate
-                    mode.decide(policy, env_name, [], acting, generator)
+                if settings.lock_step:  # no prompts: the engine runs idle forwards while other ranks generate
+                    mode.decide(engine, env_name, [], acting, generator)
                 advance()
                 continue
             try:
@@ -225,9 +255,9 @@ class _StepReward:
 class _Turn:
     """What a turn of the live episodes needs: one batched decision, one batched environment step."""
 
-    mode: Any
-    policy: Any
-    pool: Any
+    mode: ActionMode
+    engine: Any
+    pool: EnvPool
     env_name: str
     acting: Acting
     generator: torch.Generator | None
@@ -238,7 +268,7 @@ class _Turn:
     def play(self, live: list[int], step_index: int, out: Rollout) -> list[int]:
         """Decide and step every live episode, append their rows to ``out``; the episodes still live after."""
         started = time.perf_counter()
-        decisions = self.mode.decide(self.policy, self.env_name, [self.views[i] for i in live], self.acting,
+        decisions = self.mode.decide(self.engine, self.env_name, [self.views[i] for i in live], self.acting,
                                      self.generator)
         out.generate_s += time.perf_counter() - started
         started = time.perf_counter()

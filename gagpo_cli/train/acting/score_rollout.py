@@ -32,12 +32,13 @@ def score_input_of(env_name: str, view: SlotView, *, history: int, list_actions:
 
 
 @torch.no_grad()
-def decide_scores(policy: Any, env_name: str, views: Sequence[SlotView], *, history: int, temperature: float,
+def decide_scores(engine: Any, env_name: str, views: Sequence[SlotView], *, history: int, temperature: float,
                   norm: str = "token", list_actions: bool = True,
                   generator: torch.Generator | None = None) -> list[Decision]:
     """Score the admissible actions of every view in ONE ``score_actions`` call and sample one each.
 
-    A ``Decision``'s ``length`` is the chosen action's length (``policy.action_length``, else its word
+    ``engine``: what scores (a scoring policy, or the ``ScoringEngine`` around one). A ``Decision``'s
+    ``length`` is the chosen action's length (``engine.action_length``, else its word
     count) and its ``entropy`` the exact entropy of softmax(scores / T) over the candidates; a view with
     nothing to choose from gets ``action`` None, ``NO_ACTION`` sent, length and entropy 0."""
     check_norm(norm)
@@ -45,9 +46,9 @@ def decide_scores(policy: Any, env_name: str, views: Sequence[SlotView], *, hist
     inputs = [score_input_of(env_name, views[i], history=history, list_actions=list_actions) for i in live]
     decisions: list[Decision | None] = [None] * len(views)
     if live:
-        out = policy.score_actions(inputs, norm=norm)
+        out = engine.score_actions(inputs, norm=norm)
         idx, logp, ent = draw(*out.padded(), temperature, generator)
-        length = getattr(policy, "action_length", lambda action: len(action.split()))  # no tokens: words
+        length = getattr(engine, "action_length", lambda action: len(action.split()))  # no tokens: words
         for i, inp, k, k_logp, entropy in zip(live, inputs, idx.tolist(), logp.tolist(), ent.tolist(),
                                               strict=True):
             action = inp.candidates[k]

@@ -107,6 +107,10 @@ class Policy(GenerationMixin, ScoringMixin):
     (reference = a frozen copy made at load time)."""
 
     action_modes = ("generate", "score")  # writes free text, or scores admissible actions (score_actions)
+    # what the kind can do (``kinds.POLICY_FACTS``): export as a transformers folder, found by model name
+    # (alias, folder, hub id), sharded by ``model.parallel: fsdp``
+    label = "language model"
+    exportable = model_source = shardable = True
 
     def __init__(self, model: nn.Module, tokenizer, cfg: ModelConfig, *, reference: nn.Module | None,
                  device: torch.device, autocast_dtype: torch.dtype | None) -> None:

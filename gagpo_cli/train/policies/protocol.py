@@ -27,9 +27,12 @@ if TYPE_CHECKING:
 class TrainablePolicy(Protocol):
     """The part every policy kind offers: its weights, a training switch and checkpoints."""
 
-    action_modes: tuple[str, ...]  # the rollout.action_mode values it can act in
-    device: torch.device  # where its tensors (scores, log-probs, state vectors) live
-    hidden_size: int  # size of the state vector s_t a critic reads
+    action_modes: tuple[str, ...]
+    """The ``rollout.action_mode`` values it can act in (``score``, ``generate``)."""
+    device: torch.device
+    """Where its tensors (scores, log-probs, state vectors) live."""
+    hidden_size: int
+    """The size of the state vector s_t a critic reads."""
 
     def trainable_parameters(self) -> list[nn.Parameter]:
         """The parameters the optimizer updates (never the reference policy's)."""
@@ -68,7 +71,9 @@ class GeneratingPolicy(TrainablePolicy, Protocol):
     """A policy that acts in generate mode: it writes each action as text, token by token."""
 
     pad_id: int
+    """The token id that pads a batch."""
     eos_ids: list[int]
+    """The token ids that end a response (generation stops at the first one)."""
 
     def chat_prompt(self, user_text: str) -> list[int]:
         """Token ids of a one-message chat ending with the assistant turn's opening."""

@@ -17,6 +17,8 @@ import torch
 from gagpo_cli.train.policies.padding import lengths_mask, pad_scores
 
 SCORE_NORMS = ("token", "word", "none")
+"""Valid ``rollout.score_norm`` values: how an action's log-likelihood is length-normalised before the
+softmax (mean per token, mean per word, or the plain sum)."""
 
 
 @dataclass(slots=True)  # no per-instance dict: thousands live through each iteration
@@ -24,14 +26,22 @@ class ScoreInput:
     """What a scoring policy needs to score one step's admissible actions."""
 
     env_name: str
+    """The environment's registered name (it picks the role prompt)."""
     goal: str
+    """The task in words (``Reset.goal``)."""
     observation: str
-    history: list[tuple[str, str]]  # the (observation, action) window to show, oldest first
-    step_count: int  # actions already taken in the episode
-    candidates: tuple[str, ...]  # the admissible actions to score, non-empty
-    list_actions: bool = True  # LLM prompt lists the admissible actions (option)
-    past_actions: tuple[str, ...] = field(default=())  # every action taken so far in the episode (memory
-    # features of the featurised policy; the LLM ignores it and reads ``history``)
+    """The current observation."""
+    history: list[tuple[str, str]]
+    """The (observation, action) window to show, oldest first."""
+    step_count: int
+    """Actions already taken in the episode."""
+    candidates: tuple[str, ...]
+    """The admissible actions to score, non-empty."""
+    list_actions: bool = True
+    """Whether a language model's prompt lists the admissible actions (``rollout.list_actions``)."""
+    past_actions: tuple[str, ...] = field(default=())
+    """Every action taken so far in the episode (memory features of the featurised policy; a language model
+    ignores it and reads ``history``)."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +74,7 @@ class ScoreOutput:
 
     @property
     def logits(self) -> list[torch.Tensor]:
+        """Per input a 1-D float32 tensor of its candidates' scores, in ``candidates`` order."""
         if self._logits is None:
             assert self.packed is not None
             chunks = torch.split(self.packed.flat, self.packed.sizes.tolist())

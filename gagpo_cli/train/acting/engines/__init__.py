@@ -11,15 +11,15 @@ plus ``sync()``, called after every policy update (and after a resume) so that t
 uses the new weights, and ``close()``. Training (log-probs, gradients, checkpoints) always stays with
 the ``Policy``, so records are the same whichever engine generated.
 
-Engines (``rollout.engine``), the rows of ``ENGINES``:
+Engines (``rollout.engine``), the ``gagpo.engines`` entry points:
 - ``hf``: the policy's own batched transformers generation (``engines/hf.py``, ``Policy.generate``);
 - ``vllm``: vLLM's offline ``LLM`` engine in the trainer's process (``engines/vllm.py``), needs vLLM;
-- ``auto``: the first of ``AUTO_PREFERENCE`` usable for this model (``vllm`` where vLLM is installed and
-  the model is a folder, else ``hf``); says which and why.
+- ``auto``: of the engines that declare an ``auto_priority`` (vllm 2, hf 1), the highest usable for this
+  model (``vllm`` where vLLM is installed and the model is a folder, else ``hf``); says which and why.
 
-Adding an engine is one file and one row: a module in this folder with a class that has the surface
-``base.RolloutEngine`` names (``label``, ``needs_folder``, ``setup``, ``problem()``, ``open(...)`` and the
-acting methods), and its row in ``ENGINES``.
+Adding an engine is one class and one entry point: a class with the surface ``base.RolloutEngine``
+names (``label``, ``needs_folder``, ``setup``, ``problem()``, ``open(...)`` and the acting methods,
+optionally ``auto_priority``), registered under ``gagpo.engines``.
 """
 
 from __future__ import annotations
@@ -29,17 +29,34 @@ from typing import Any
 
 from gagpo_cli.errors import UsageError
 from gagpo_cli.train.acting.engines.base import EngineError, RolloutEngine
-from gagpo_cli.train.acting.engines.hf import HFEngine
-from gagpo_cli.train.acting.engines.vllm import VLLM_SETUP, VLLMEngine, vllm_problem
+from gagpo_cli.train.acting.engines.vllm import VLLM_SETUP, vllm_problem
+from gagpo_core import plugins
 
-__all__ = ["AUTO_PREFERENCE", "ENGINES", "VLLM_SETUP", "EngineError", "RolloutEngine", "build_engine", "check_engine",
-           "choose_engine", "model_folder", "open_engine", "vllm_problem"]
+__all__ = ["VLLM_SETUP", "EngineError", "RolloutEngine", "auto_preference", "build_engine", "check_engine",
+           "choose_engine", "engine_class", "engine_names", "model_folder", "open_engine", "vllm_problem"]
 
-ENGINES: dict[str, type[RolloutEngine]] = {
-    "hf": HFEngine,
-    "vllm": VLLMEngine,
-}
-AUTO_PREFERENCE = ("vllm", "hf")  # ``auto`` takes the first one usable here (the last, hf, always is)
+
+def engine_names() -> list[str]:
+    """The registered engines' names (``rollout.engine`` also takes ``auto``); imports none of them."""
+    return plugins.plugin_names(plugins.ENGINES)
+
+
+def engine_class(name: str) -> type[RolloutEngine]:
+    """The engine class registered as ``name``; an unknown name is a ``UsageError`` naming the valid ones
+    (``auto`` among them) and the closest."""
+    if name not in engine_names():
+        raise UsageError(plugins.unknown_name_message("rollout.engine", name, ["auto", *engine_names()]))
+    return plugins.load(plugins.ENGINES, name)
+
+
+def auto_preference() -> list[str]:
+    """The engines ``auto`` tries, best first: those declaring an ``auto_priority`` above 0, highest first."""
+    ranked = []
+    for name in engine_names():
+        priority = getattr(engine_class(name), "auto_priority", 0)
+        if priority > 0:
+            ranked.append((-priority, name))
+    return [name for _, name in sorted(ranked)]
 
 
 def model_folder(name: str) -> Path | None:
@@ -58,11 +75,9 @@ def check_engine(requested: str) -> None:
     """Early check of ``rollout.engine`` (before any model is loaded): an unknown name, or an engine
     that cannot run here (``vllm`` without a usable vLLM), is a ``UsageError``; the latter carries the
     setup line to run."""
-    if requested != "auto" and requested not in ENGINES:
-        raise UsageError(f"rollout.engine must be one of {', '.join(['auto', *ENGINES])}, got '{requested}'")
     if requested == "auto":
         return
-    engine = ENGINES[requested]
+    engine = engine_class(requested)
     problem = engine.problem()
     if problem is not None:
         raise UsageError(f"rollout.engine={requested}: {problem}; set it up with `{engine.setup}` "
@@ -71,7 +86,7 @@ def check_engine(requested: str) -> None:
 
 def _unusable(name: str, model_name: str) -> str | None:
     """Why engine ``name`` cannot act for model ``model_name`` here, or None when it can."""
-    engine = ENGINES[name]
+    engine = engine_class(name)
     problem = engine.problem()
     if problem is None and engine.needs_folder and model_folder(model_name) is None:
         problem = f"model '{model_name}' is not a folder {engine.label} can load"
@@ -83,25 +98,24 @@ def choose_engine(requested: str, model_name: str) -> tuple[str, str]:
     asked for by name that cannot run, or needs a model folder there is not, is a ``UsageError``."""
     check_engine(requested)
     if requested != "auto":
-        engine = ENGINES[requested]
+        engine = engine_class(requested)
         if engine.needs_folder and model_folder(model_name) is None:
             raise UsageError(f"rollout.engine={requested}: model '{model_name}' is not a local model folder "
                              f"{engine.label} can load (a built-in alias, once cached, or a folder with config.json)")
         return requested, "asked for"
     skipped: list[str] = []
-    for name in AUTO_PREFERENCE:
+    for name in auto_preference():
         problem = _unusable(name, model_name)
         if problem is None:
-            return name, f"auto: {skipped[0]}" if skipped else f"auto: {ENGINES[name].label} is installed"
+            return name, f"auto: {skipped[0]}" if skipped else f"auto: {engine_class(name).label} is installed"
         skipped.append(problem)
-    raise UsageError(f"rollout.engine=auto: no engine can act for model '{model_name}' ({skipped[0]})")
+    why = skipped[0] if skipped else "no installed engine declares an auto_priority"
+    raise UsageError(f"rollout.engine=auto: no engine can act for model '{model_name}' ({why})")
 
 
 def build_engine(name: str, policy: Any, model_name: str, options: dict[str, Any] | None = None) -> RolloutEngine:
-    """The engine ``name`` (a row of ``ENGINES``, as ``choose_engine`` returned) acting for ``policy``."""
-    engine = ENGINES.get(name)
-    if engine is None:
-        raise UsageError(f"unknown rollout engine '{name}' ({', '.join(ENGINES)})")
+    """The engine ``name`` (as ``choose_engine`` returned) acting for ``policy``."""
+    engine = engine_class(name)
     folder: Path | None = None
     if engine.needs_folder:
         folder = model_folder(model_name)

@@ -15,8 +15,9 @@ class HFEngine:
     """Generates with ``Policy.generate`` (one batched loop with a KV cache). It shares the policy's
     weights, so ``sync`` has nothing to do."""
 
-    name: ClassVar[str] = "hf"
     label: ClassVar[str] = "transformers"
+    description: ClassVar[str] = "the policy's own batched transformers generation (shares its weights)"
+    auto_priority: ClassVar[int] = 1  # auto's last resort: it acts for any generating policy here
     needs_folder: ClassVar[bool] = False  # generates with the policy's own model in memory
     setup: ClassVar[str] = ""
 

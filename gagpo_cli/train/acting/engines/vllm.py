@@ -112,8 +112,9 @@ def vllm_problem() -> str | None:
 class VLLMEngine:
     """Generates with ``vllm.LLM`` for ``policy`` (see the module docstring)."""
 
-    name: ClassVar[str] = "vllm"
     label: ClassVar[str] = "vLLM"
+    description: ClassVar[str] = "vLLM's offline engine in the trainer's process (weights synced after each update)"
+    auto_priority: ClassVar[int] = 2  # auto's first choice, where vLLM imports and the model is a folder
     needs_folder: ClassVar[bool] = True  # vLLM loads the base weights from the model's folder
     setup: ClassVar[str] = VLLM_SETUP
 

@@ -1,9 +1,8 @@
 """The ``bow-mlp`` scorer computed the straightforward way, as a reference for the factored one in
-``gagpo_cli/train/policies/bow_mlp.py``: every input featurised on its own, every candidate with its own
-bags of all its features, one MLP row per candidate on the concatenation [e_s, e_a, e_s * e_a]. Same
-hashing, same parameters (it reads the policy's ``BowMLP``), so its scores must equal the policy's up
-to float rounding. Also the naive
-baseline of ``benchmarks/lab.py``."""
+``gagpo_cli/train/policies/bow_mlp.py`` (its features: ``bow_features.py``): every input featurised on
+its own, every candidate with its own bags of all its features, one MLP row per candidate on the
+concatenation [e_s, e_a, e_s * e_a]. Same hashing, same parameters (it reads the policy's ``BowMLP``), so
+its scores must equal the policy's up to float rounding. Also the naive baseline of ``benchmarks/lab.py``."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from gagpo_cli.train.policies.bow_mlp import (
+from gagpo_cli.train.policies.bow_features import (
     _COUNT,
     _HS,
     _HX,
@@ -23,11 +22,10 @@ from gagpo_cli.train.policies.bow_mlp import (
     EMBED_BUCKETS,
     HISTORY_SKELETONS,
     OBS_WORDS,
-    BowMLP,
-    FeaturisedPolicy,
     _cross,
     _FeatureCache,
 )
+from gagpo_cli.train.policies.bow_mlp import BowMLP, FeaturisedPolicy
 from gagpo_cli.train.policies.scoring import ScoreInput, ScoreOutput
 
 
