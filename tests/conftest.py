@@ -60,6 +60,7 @@ INTEGRATION_MODULES = frozenset({
     "test_export", "test_skip_zero_advantage", "test_updater_metric_keys",
     # worker processes (torch.distributed, gloo)
     "test_distributed_agreement", "test_distributed_stop", "test_sharding",
+    "test_locks",  # plain interpreters holding, handing down and dying with a folder lock
     # the command line end to end (fresh interpreters or whole commands in-process)
     "test_bad_input", "test_eval_cli", "test_eval_replay", "test_play", "test_prompting",
     "test_third_party_plugin", "test_quickstart", "test_sweep_e2e", "test_sweep_settings",
