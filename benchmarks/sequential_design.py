@@ -1,5 +1,5 @@
 """Power and seeds spent of ``gagpo ablate --until-decided`` (the group-sequential design of
-``stats/group_sequential.py``) against the fixed-n paired t-test with the same maximum,
+``stats/group_sequential.py``, the sign-flip test) against the fixed-n paired t-test with the same maximum,
 through the whole decision loop with the toy trainer of ``gagpo_cli/sweep/simulate.py``: one cell
 against the baseline, per-seed differences N(effect, 1), so the effect is in units of the per-seed
 difference SD. Prints the Markdown table of docs/sequential.md.
@@ -24,6 +24,7 @@ import scipy.stats
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gagpo_cli.sweep.simulate import simulate  # noqa: E402
+from stats import group_sequential as gs  # noqa: E402
 
 EFFECTS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
 
@@ -33,17 +34,28 @@ def _t_quantile(alpha: float, n: int) -> float:
     return float(scipy.stats.t.isf(alpha / 2, n - 1))
 
 
+def _t_rule(design, differences, critical: float):
+    """The paired t-test of ``differences`` against |t| >= ``critical``, as a look of the loop."""
+    n = differences.size
+    sd = float(differences.std(ddof=1))
+    z = gs.self_normalised(differences)
+    look = gs.Look(n, float(differences.mean()), sd, z, gs.z_of(critical, n))
+    if not math.isfinite(critical) or abs(look.t) < critical:
+        return look, None
+    return look, ("better" if look.t > 0 else "worse")
+
+
 def fixed_n(max_seeds: int):
-    """The fixed-n design as a boundary rule: no decision before ``max_seeds``, then the paired t-test."""
-    def boundary(design, looks):
+    """The fixed-n design as a rule: no decision before ``max_seeds``, then the paired t-test."""
+    def rule(design, looks, differences):
         n = looks[-1]
-        return math.nan, (_t_quantile(design.alpha_each, n) if n == max_seeds else math.inf), 0.0
-    return boundary
+        return _t_rule(design, differences, _t_quantile(design.alpha_each, n) if n == max_seeds else math.inf)
+    return rule
 
 
-def peeking(design, looks):
+def peeking(design, looks, differences):
     """The paired t-test at level alpha_each applied at every look, as if each were the only one."""
-    return math.nan, _t_quantile(design.alpha_each, looks[-1]), design.alpha_each
+    return _t_rule(design, differences, _t_quantile(design.alpha_each, looks[-1]))
 
 
 def null_table(sims: int) -> None:
@@ -51,8 +63,8 @@ def null_table(sims: int) -> None:
     print("|---|---|---|---|")
     for comparisons, max_seeds in ((1, 20), (1, 10), (2, 10), (3, 20)):
         rates = []
-        for boundary in (None, peeking):
-            outcome = simulate([0.0] * comparisons, sims=sims, max_seeds=max_seeds, seed=42, boundary=boundary)
+        for rule in (None, peeking):
+            outcome = simulate([0.0] * comparisons, sims=sims, max_seeds=max_seeds, seed=42, rule=rule)
             rates.append(float(((outcome.status == "better") | (outcome.status == "worse")).any(axis=1).mean()))
         print(f"| {comparisons} | {max_seeds} | {rates[0]:.4f} | {rates[1]:.4f} |", flush=True)
 
@@ -74,7 +86,7 @@ def main() -> None:
     for i, effect in enumerate(EFFECTS):
         seq = simulate([effect], sims=args.sims, max_seeds=n, seed=100 + i)
         fut = simulate([effect], sims=args.sims, max_seeds=n, seed=100 + i, min_effect=args.min_effect)
-        fix = simulate([effect], sims=args.sims, max_seeds=n, seed=100 + i, boundary=fixed_n(n))
+        fix = simulate([effect], sims=args.sims, max_seeds=n, seed=100 + i, rule=fixed_n(n))
         decided = "better" if effect > 0 else ("better", "worse")
 
         def share(outcome, status=decided):

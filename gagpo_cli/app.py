@@ -252,7 +252,8 @@ def report_command(
         help="Folder for the CSV / Markdown / LaTeX / PNG files (default: ./report).")] = None,
     paper: Annotated[bool, typer.Option(help="Add the published rows (marked, never mixed with measured).")] = False,
     figures: Annotated[bool, typer.Option(
-        help="Write PNG figures: training and evaluation curves with bands, interval plots.")] = False,
+        help="Write PNG figures: training and evaluation curves with bands, interval plots with every seed, "
+             "differences to the reference row with their intervals and decisions.")] = False,
     baseline: Annotated[str | None, typer.Option(
         help="Reference row each row is tested against (paired t where seeds are shared, else Welch; "
              "default: GRPO in Table 1, GAGPO in Table 2).")] = None,

@@ -17,16 +17,17 @@ single-task statistic.
    1/2, averaged over tasks (rliable ``probability_of_improvement``), interval by resampling X's and
    Y's seeds independently per task (rliable ``StratifiedIndependentBootstrap``). A description only.
 4. One task's mean: Student-t interval mean +- t(0.975, n - 1) s / sqrt(n) (``t_interval``), which
-   keeps its 95 % at n = 2 where a percentile bootstrap over n seeds covers 50 % (n = 2) to 90 % (n = 10).
-5. Difference tests (``difference_test``): the mean over tasks of (mean X_t - mean Y_t), its
-   standard error and a t reference distribution with Welch-Satterthwaite degrees of freedom. Paired
-   (same seeds, per-seed differences d_t): variance sum_t s_d,t^2 / n_t / T^2 -- one task: the paired
-   t-test, df = n - 1. Unpaired: sum_t (s_x,t^2 / n_x,t + s_y,t^2 / n_y,t) / T^2 -- one task: Welch's
-   t-test. Holm's step-down adjustment over a family of p-values (``holm``).
+   keeps its 95 % at n = 2 where a percentile bootstrap over n seeds covers 50 % (n = 2) to 90 % (n = 10);
+   s^2 never below the seeds' within-seed variance floor (``shape_flags.within_seed_variance``), and
+   no interval from zero spread without one.
+5. Multiplicity: Holm's step-down adjustment over a family of p-values (``holm``), and families
+   tested in a fixed order (``serial_gatekeeping``). The difference tests themselves are in
+   ``permutation.py``.
 6. Seeds needed (Colas et al., "How Many Random Seeds?", arXiv 1806.08295): the smallest n per method
    at which a two-sided t-test at level alpha reaches the given power, from the noncentral t
    distribution -- paired: df = n - 1, noncentrality d_z sqrt(n) (d_z = mean / sd of the per-seed
-   differences); unpaired: df = 2n - 2, noncentrality d sqrt(n / 2). The spread is a pilot estimate:
+   differences); unpaired: df = 2n - 2, noncentrality d sqrt(n / 2). The caller passes the level its
+   multiplicity leaves (the report: alpha / the claims of the family). The spread is a pilot estimate:
    ``std_upper_limit`` is its one-sided upper confidence limit from the chi-square distribution of
    (n - 1) s^2 / sigma^2, so the answer accounts for how little a few seeds say about sigma.
 
@@ -38,7 +39,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import scipy.special
@@ -183,68 +183,21 @@ def _t_quantile(q: float, df: float) -> float:
     return float(scipy.special.stdtrit(df, q))
 
 
-def t_interval(values: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float, float]:
-    """(mean, low, high): mean +- t((1 + confidence) / 2, n - 1) s / sqrt(n); NaN bounds below 2 values."""
+def t_interval(values: np.ndarray, confidence: float = CONFIDENCE, floor: float = 0.0) -> tuple[float, float, float]:
+    """(mean, low, high): mean +- t((1 + confidence) / 2, n - 1) s / sqrt(n), s^2 at least ``floor``
+    (the mean within-seed variance); NaN bounds below 2 values or with neither spread nor floor."""
     data = np.asarray(values, dtype=float).ravel()
     if data.size == 0:
         return math.nan, math.nan, math.nan
     mean = float(data.mean())
-    if data.size < 2:
+    variance = max(float(data.var(ddof=1)), floor) if data.size >= 2 else 0.0
+    if variance <= 0:
         return mean, math.nan, math.nan
-    half = float(_t_quantile((1 + confidence) / 2, data.size - 1) * data.std(ddof=1) / math.sqrt(data.size))
+    half = float(_t_quantile((1 + confidence) / 2, data.size - 1) * math.sqrt(variance / data.size))
     return mean, mean - half, mean + half
 
 
 # ---------------------------------------------------------------- 5. difference tests and Holm
-
-
-@dataclass(frozen=True)
-class DifferenceTest:
-    """The outcome of ``difference_test``: the name of the test, the estimated difference with its
-    interval, the t statistic, degrees of freedom, the two-sided p-value and the seeds behind it
-    (paired: shared seeds; unpaired: the smaller side)."""
-
-    test: str
-    difference: float
-    low: float
-    high: float
-    statistic: float
-    df: float
-    p: float
-    n: int
-
-
-def difference_test(x: Strata | np.ndarray, y: Strata | np.ndarray, paired: bool,
-                    confidence: float = CONFIDENCE) -> DifferenceTest:
-    """X - Y: the mean over tasks of the per-task mean difference, tested against 0 (module docstring,
-    5). ``paired``: x[t][i] and y[t][i] are the same seed (equal lengths). Every side needs 2 seeds."""
-    pairs = _task_pairs(x, y)
-    if any(a.size < 2 or b.size < 2 for a, b in pairs):
-        raise ValueError("a difference test needs at least two seeds on each side")
-    terms: list[tuple[float, int]] = []  # (variance of a task's mean, its degrees of freedom)
-    for a, b in pairs:
-        if paired:
-            if a.size != b.size:
-                raise ValueError("paired scores need the same seeds on both sides")
-            terms.append((float(np.var(a - b, ddof=1)) / a.size, a.size - 1))
-        else:
-            terms += [(float(np.var(a, ddof=1)) / a.size, a.size - 1), (float(np.var(b, ddof=1)) / b.size, b.size - 1)]
-    tasks = len(pairs)
-    difference = float(np.mean([a.mean() - b.mean() for a, b in pairs]))
-    variance = sum(v for v, _ in terms) / tasks**2
-    denominator = sum(v * v / df for v, df in terms)
-    df = sum(v for v, _ in terms) ** 2 / denominator if denominator > 0 else float(sum(df for _, df in terms))
-    se = math.sqrt(variance)
-    if se > 0:
-        statistic = difference / se
-        p = float(2 * scipy.special.stdtr(df, -abs(statistic)))  # two-sided tail of Student's t
-    else:  # no spread at all: only an exact zero is no difference
-        statistic = math.copysign(math.inf, difference) if difference else 0.0
-        p = 1.0 if difference == 0 else 0.0
-    half = _t_quantile((1 + confidence) / 2, df) * se
-    name = ("paired t" if paired else "Welch t") + (f" over {tasks} tasks" if tasks > 1 else "")
-    n = min(a.size for a, _ in pairs) if paired else min(min(a.size, b.size) for a, b in pairs)
-    return DifferenceTest(name, difference, difference - half, difference + half, statistic, df, p, n)
 
 
 def holm(p_values: Sequence[float]) -> np.ndarray:
@@ -258,6 +211,26 @@ def holm(p_values: Sequence[float]) -> np.ndarray:
     adjusted = np.maximum.accumulate((m - np.arange(m)) * p[order]) if m else np.array([])
     out[order] = np.minimum(adjusted, 1.0)
     return out
+
+
+def serial_gatekeeping(families: Sequence[Sequence[float]], alpha: float) -> tuple[list[np.ndarray], int]:
+    """Holm within each family, families in the given order, a family tested only when every
+    hypothesis of the ones before it was rejected (serial gatekeeping: Westfall & Krishen 2001,
+    J. Stat. Plan. Inference 99(1); the family-wise error over all families stays at most alpha).
+    Returns the Holm-adjusted p-values per family (NaN in the families not tested) and how many
+    families were tested."""
+    out, tested, open_gate = [], 0, True
+    for family in families:
+        p = np.asarray(family, dtype=float)
+        if not open_gate:
+            out.append(np.full(p.shape, math.nan))
+            continue
+        adjusted = holm(p)
+        out.append(adjusted)
+        tested += 1
+        known = adjusted[np.isfinite(adjusted)]
+        open_gate = bool(np.all(known < alpha))
+    return out, tested
 
 
 # ---------------------------------------------------------------- 6. seeds needed (t-test power)

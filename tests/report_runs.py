@@ -14,10 +14,11 @@ QWEN = "Qwen/Qwen2.5-1.5B-Instruct"
 
 
 def write_run(path, estimator, env, success, score, *, seed=0, options=None, per_type=None, model=QWEN, extra=None,
-              curve=None, evaluation=None):
+              curve=None, evaluation=None, episodes=8):
     """A finished run under ``path`` as ``gagpo report`` reads it: config.yaml (``extra``: dotted
-    ``section.field`` settings), eval.json (``success``, ``score``, ``per_type``, and ``evaluation``'s
-    keys) and metrics.jsonl (``curve``: train/success_rate per iteration)."""
+    ``section.field`` settings), eval.json (``success``, ``score``, ``per_type``, ``episodes``: None
+    leaves it out, as a run that does not record them, so no within-seed floor applies; and
+    ``evaluation``'s keys) and metrics.jsonl (``curve``: train/success_rate per iteration)."""
     path.mkdir(parents=True)
     config = {"name": "t", "estimator": {"name": estimator, "options": options or {}}, "env": {"name": env},
               "model": {"name": model}, "train": {"seed": seed}, "logging": {"output_dir": str(path.parent)}}
@@ -25,8 +26,9 @@ def write_run(path, estimator, env, success, score, *, seed=0, options=None, per
         section, field = key.split(".")
         config.setdefault(section, {})[field] = value
     (path / "config.yaml").write_text(yaml.safe_dump(config))
+    recorded = {} if episodes is None else {"episodes": episodes}
     (path / "eval.json").write_text(json.dumps({"success_rate": success, "score": score, "per_type": per_type or {},
-                                                "episodes": 8, **(evaluation or {})}))
+                                                **recorded, **(evaluation or {})}))
     lines = [{"iteration": i, "train/success_rate": v, "adv/iqr": v / 100} for i, v in enumerate(curve or [], 1)]
     (path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     return path

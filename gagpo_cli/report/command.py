@@ -167,11 +167,12 @@ def report_command(paths: list[Path], number: int | None = None, out: Path | str
         if auc is not None:
             write_all(auc, folder, f"{stem}_auc")
         if figures:
-            from gagpo_cli.report.figures import write_figures, write_interval_figures
+            from gagpo_cli.report.figures import write_difference_figures, write_figures, write_interval_figures
 
-            write_interval_figures(table, folder / "figures", stem)
-            if auc is not None:
-                write_interval_figures(auc, folder / "figures", f"{stem}_auc")
+            for found, name in ((table, stem), (auc, f"{stem}_auc")):
+                if found is not None:
+                    write_interval_figures(found, folder / "figures", name)
+                    write_difference_figures(found, folder / "figures", name)
             write_figures(runs, folder / "figures")
 
     try:

@@ -79,6 +79,19 @@ def final_value(run: RunRecord, column: Column) -> float | None:
     return metric_value(run.evaluation or {}, column.path)
 
 
+def final_episodes(run: RunRecord, column: Column) -> int | None:
+    """The evaluation episodes behind a success rate in the run's final ``eval.json`` (``episodes``;
+    ``per_type_episodes[<type>]`` for a task type); None for a score or where the run does not say."""
+    evaluation = run.evaluation or {}
+    if column.path == ("success_rate",):
+        count = evaluation.get("episodes")
+    elif column.path[0] == "per_type" and isinstance(evaluation.get("per_type_episodes"), dict):
+        count = evaluation["per_type_episodes"].get(column.path[1])
+    else:
+        return None
+    return count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else None
+
+
 def curve_grid(runs: list[RunRecord]) -> list[int]:
     """The evaluation iterations (``evals/iter_*.json``) every run with a curve has: the common grid
     of the area under the curve (runs evaluated more often contribute only these points)."""
@@ -117,6 +130,7 @@ class Row:
     stats: dict[str, Stat]
     source: str = ""
     scores: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    episodes: dict[str, dict[int, int]] = field(default_factory=dict)  # per column, seed -> episodes (rates)
     members: dict[str, list[RunRecord]] = field(default_factory=dict, repr=False)
     duplicates: dict[str, tuple[int, list[str]]] = field(default_factory=dict)
 
@@ -138,6 +152,7 @@ class ReportTable:
     stated: tuple[str, ...] = ("estimator.", "env.name", "model.name")
     tasks_share_runs: bool = False
     min_effect: float | None = None
+    headline: tuple[str, ...] = ()  # columns whose claims Holm takes first (none given: every column)
     seeds_stopped_on_data: bool = False  # runs of an --until-decided sweep: fixed-n tests decide nothing
     analysis: Any = field(default=None, repr=False)  # intervals.Analysis, computed on first use
 
@@ -169,8 +184,10 @@ class ReportTable:
 def measured_row(block: str, label: str, columns: list[Column], members: dict[str, list[RunRecord]],
                  value: RunValue) -> Row:
     """A measured row from the runs filling each column (``members[column.header]``): per column one
-    value per seed, the mean of that seed's runs."""
+    value per seed, the mean of that seed's runs, and (final success rates) the evaluation episodes
+    behind it, summed over those runs."""
     scores: dict[str, list[tuple[int, float]]] = {}
+    episodes: dict[str, dict[int, int]] = {}
     duplicates: dict[str, tuple[int, list[str]]] = {}
     for column in columns:
         by_seed: dict[int, list[tuple[RunRecord, float]]] = defaultdict(list)
@@ -180,12 +197,16 @@ def measured_row(block: str, label: str, columns: list[Column], members: dict[st
                 by_seed[run.seed].append((run, v))
         scores[column.header] = [(seed, float(np.mean([v for _, v in pairs])))
                                  for seed, pairs in sorted(by_seed.items())]
+        if value is final_value:
+            counts = {seed: [final_episodes(r, column) for r, _ in pairs] for seed, pairs in by_seed.items()}
+            episodes[column.header] = {seed: sum(c) for seed, c in counts.items() if None not in c}
         repeated = [pairs for pairs in by_seed.values() if len(pairs) > 1]
         if repeated:
             keys = sorted({k for pairs in repeated for k in duplicate_differences([r for r, _ in pairs])})
             duplicates[column.header] = (len(repeated), keys)
     stats = {header: Stat.of(v for _, v in pairs) for header, pairs in scores.items()}
-    return Row(block, label, "measured", stats, scores=scores, members=dict(members), duplicates=duplicates)
+    return Row(block, label, "measured", stats, scores=scores, episodes=episodes, members=dict(members),
+               duplicates=duplicates)
 
 
 def paper_table(runs: list[RunRecord], number: int, value: RunValue = final_value) -> ReportTable:
@@ -220,8 +241,9 @@ def paper_table(runs: list[RunRecord], number: int, value: RunValue = final_valu
     title = ("Table 1: success (%) per ALFWorld task type and overall, WebShop score and success (%)" if number == 1
              else "Table 2: GAGPO and its ablations, ALFWorld success, WebShop score and success (%)")
     stated = ("estimator.", "env.name", "model.name", *dict.fromkeys(k for ks in keys.values() for k in ks))
+    headline = tuple(c.header for c in columns if c.header in {h.header for h in paper_columns(2)})
     return ReportTable(title, columns, rows, notes, tasks=overall_headers(number), baseline=DEFAULT_BASELINES[number],
-                       stated=stated)
+                       stated=stated, headline=headline)  # Holm's first family: the columns of Table 2
 
 
 def _score_is_success(runs: list[RunRecord]) -> bool:
@@ -274,7 +296,8 @@ def generic_table(runs: list[RunRecord], value: RunValue = final_value) -> Repor
         notes.append("no Score column: every run's score equals its success rate")
     tasks = [c.header for c in columns if c.path[0] == "per_type"]
     return ReportTable(title, columns, rows, notes, row_header="settings", tasks=tasks,
-                       stated=("estimator.", "env.name", "model.name", *varied), tasks_share_runs=True)
+                       stated=("estimator.", "env.name", "model.name", *varied), tasks_share_runs=True,
+                       headline=tuple(c.header for c in columns if c.path[0] != "per_type"))
 
 
 # ---------------------------------------------------------------------------- published rows

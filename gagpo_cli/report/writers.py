@@ -1,13 +1,16 @@
 """Writing a ``ReportTable`` with its interval estimates and tests (``intervals.py``): CSV (pandas; per
-column the ``mean ± std`` display, mean, std, n, interval, IQM, best, and per comparison with the
-reference row the test, statistic, df, p, Holm-adjusted p, decision, difference with its interval,
-P(improvement), seeds needed and the settings that differ), Markdown and LaTeX (booktabs) and a rich
-table on the terminal. Measured cells read ``mean [low, high]`` (Student-t 95 % interval over
-seeds); a value is in bold only where the Holm-adjusted tests put it above every other row of its
-block with three or more seeds each. Further grids: IQM (n ≥ 4), the aggregate over tasks, and the
-comparisons with the reference row. The notes say which interval each number carries and which test
-decided each comparison. Cells over fewer seeds than the others carry a dagger; published rows sit in
-their own blocks (``mean ± std`` as published) and are never bolded. Files are written atomically.
+column the ``mean ± std`` display, mean, std, n, interval, IQM, best, shape flags, and per comparison
+with the reference row the test, statistic, df, the t-test's, the permutation test's and the
+decision's p, the Holm-adjusted p and its family, decision, difference with its interval, P(improvement),
+seeds needed and the settings that differ), Markdown and LaTeX (booktabs) and a rich table on the
+terminal. Measured cells read ``mean [low, high]`` (Student-t 95 % interval over seeds, never narrower
+than the seeds' evaluation episodes allow); a value is in bold only where its claim to be the best
+of its block is settled. Further grids: IQM (n ≥ 4), the aggregate over tasks, and the comparisons
+with the reference row. The notes say which interval each number carries, which test decided each
+comparison, which families Holm was applied over, and which cells are bimodal or at the ceiling.
+Cells over fewer seeds than the others carry a dagger, flagged cells a double dagger; published rows
+sit in their own blocks (``mean ± std`` as published) and are never bolded. Files are written
+atomically.
 """
 
 from __future__ import annotations
@@ -21,13 +24,24 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from gagpo_cli.report.intervals import ALL_TASKS, NO_INTERVAL, Analysis, Comparison, Interval, analysis_of
+from gagpo_cli.report.intervals import (
+    ALL_TASKS,
+    FIRST,
+    NO_INTERVAL,
+    SECOND,
+    Analysis,
+    Comparison,
+    Interval,
+    analysis_of,
+)
 from gagpo_cli.report.tables import FEWER_SEEDS, Column, ReportTable, Row
 from gagpo_core.atomic import atomic_write_text
 from stats import fixed_n as st
 
-POWER_TEXT = (f"80 % power, two-sided alpha 0.05; paired t power (df n - 1) where seeds are shared, else two-sample; "
-              f"spread at its one-sided {st.SD_CONFIDENCE:.0%} upper confidence limit")
+POWER_TEXT = ("80 % power at the level Holm's first step leaves in its family (alpha 0.05 / its claims), and no fewer "
+              "than the permutation test needs to reach that level; paired t power (df n - 1) where every seed is "
+              f"shared, else two-sample; spread at its one-sided {st.SD_CONFIDENCE:.0%} upper confidence limit")
+FLAGGED = "‡"
 
 
 @dataclass
@@ -61,6 +75,7 @@ def _cell(table: ReportTable, analysis: Analysis, index: int, row: Row, column: 
     """``mean [low, high]`` for a measured cell, ``mean ± std`` for a published one."""
     if row.kind == "measured":
         text = analysis.cells[(index, column.header)].display()
+        text += FLAGGED if text and (index, column.header) in analysis.flags else ""
     else:
         text = row.stats[column.header].display()
     return text + FEWER_SEEDS if text and table.fewer_seeds(row, column) else text
@@ -71,12 +86,12 @@ def _p(value: float) -> str:
 
 
 def _comparison_text(comparison: Comparison) -> str:
-    """``+3.0 [+1.0, +5.0], paired t (3 seeds) p = 0.012, Holm p = 0.036: higher; P(>) 0.83 [0.50, 1.00];
-    ~19 seeds needed``."""
+    """``+3.0 [+1.0, +5.0], paired t + permutation (8 seeds) p = 0.008, Holm p = 0.031: higher; P(>) 0.83
+    [0.50, 1.00]; ~19 seeds needed``."""
     parts = [comparison.difference.display(sign=True)]
     if comparison.test:
         parts[0] += f", {comparison.test} ({comparison.seeds} seeds) {_p(comparison.p)}"
-        if comparison.decidable:
+        if comparison.decidable and math.isfinite(comparison.p_holm):
             parts[0] += f", Holm {_p(comparison.p_holm)}"
     parts[0] += f": {comparison.decision}"
     parts.append(f"P(>) {comparison.improvement.display(digits=2)}")
@@ -130,8 +145,8 @@ def extra_grids(table: ReportTable) -> list[Grid]:
         grids.append(grid)
     if analysis.comparisons:
         headers = [c.header for c in table.columns] + ([ALL_TASKS] if analysis.tasks else [])
-        grid = Grid(f"row - {analysis.baseline}: difference [95 % interval of the test], the test and its p "
-                    f"(Holm-adjusted over the rows of a column): decision; P(row > {analysis.baseline}) "
+        grid = Grid(f"row - {analysis.baseline}: difference [95 % interval of the t-test], the test and its p "
+                    f"(Holm-adjusted in its family of claims): decision; P(row > {analysis.baseline}) "
                     "[bootstrap interval, a description]", table.row_header, headers)
         for block, kind, rows in measured:
             lines = []
@@ -156,18 +171,58 @@ def _drop_empty_columns(grid: Grid) -> Grid:
 
 def _interval_notes(table: ReportTable, analysis: Analysis) -> list[str]:
     """Which interval each number carries."""
-    notes = ["measured cells: mean [95 % Student-t interval over seeds, mean ± t(0.975, n-1) s/√n]; the seed "
-             "is the unit (runs of one seed averaged first, n = distinct seeds); no interval with one seed"]
+    notes = ["measured cells: mean [95 % Student-t interval over seeds, mean ± t(0.975, n-1) s/√n, s² never below "
+             "the within-seed variance a success rate over its evaluation episodes has (the largest binomial "
+             "p(1-p)/E its k of E wins leave plausible at one-sided 95 %): equal per-seed values are not "
+             "certainty]; the seed is the unit (runs of one seed averaged first, n = distinct seeds); no interval "
+             "with one seed, nor from zero spread where the episodes are unknown"]
     if analysis.tasks:
         notes.append("over tasks: " + ("task types of the same runs -- mean per seed then Student-t over seeds; "
                                        "IQM with a bootstrap drawing seeds jointly for all types"
                                        if table.tasks_share_runs else
                                        f"tasks from separate runs -- rliable's stratified percentile bootstrap "
                                        f"({st.REPS:,} replicates, fixed seed)"))
-    if any(leader.best for leader in analysis.leaders.values()) or analysis.leaders:
-        notes.append("bold: the column's leader, above every other row of its block by the same test "
-                     "(Holm-adjusted over those rows, alpha 0.05) with three or more seeds each")
+    if analysis.leaders:
+        notes.append("bold: the column's leader where its claim to be the best of its block is settled: its tests "
+                     "against every other row, one-sided, Bonferroni over those rows (the claim's p = rows x the "
+                     "largest), then Holm over the table's claims (below); three or more seeds each")
     return notes
+
+
+def _flag_notes(table: ReportTable, analysis: Analysis) -> list[str]:
+    """The shape flags of the cells (``stats/shape_flags.py``)."""
+    several = len({r.block for r in table.rows if r.kind == "measured"}) > 1
+    notes = []
+    for (i, header), found in analysis.flags.items():
+        row = table.rows[i]
+        where = row.label + (f" [{row.block}]" if several and row.block else "")
+        notes.append(f"{FLAGGED} {where} ({header}): {'; '.join(found)}")
+    if any("bimodal" in f for found in analysis.flags.values() for f in found):
+        notes.append(f"{FLAGGED} bimodal: seeds collapsed at 0% beside seeds that learned; a steady row and a bimodal "
+                     "one can have the same mean while a test on a few seeds sees a difference, and no test keeps "
+                     "its error rate for the mean there: comparisons and best claims involving the cell are "
+                     "withheld; the cell's interval does not cover for this shape either")
+    if any("ceiling" in f for found in analysis.flags.values() for f in found):
+        notes.append(f"{FLAGGED} ceiling: a quarter of the seeds or more within one episode of 100%; spread shrinks "
+                     "toward 0 and the interval rests on the within-seed floor")
+    return notes
+
+
+def _family_notes(table: ReportTable, analysis: Analysis) -> list[str]:
+    """Which claims Holm was applied over, in which order."""
+    if not analysis.families or table.seeds_stopped_on_data:
+        return []
+    headline = ", ".join(table.headline or [c.header for c in table.columns])
+    first, tested_first = analysis.families.get(FIRST, (0, True))
+    second, tested_second = analysis.families.get(SECOND, (0, False))
+    note = (f"multiplicity: the claims of this table form two families, Holm within each (alpha 0.05): first "
+            f"the comparisons with {analysis.baseline or 'the reference row'} and the best rows in {headline} "
+            f"({first} claim(s), every block); then those in the other columns and over all tasks ({second} "
+            "claim(s)), tested only when every claim of the first is settled (serial gatekeeping)")
+    if second:
+        note += ("; the second family was tested" if tested_second else
+                 "; here the first family is not all settled, so the second reads 'gated'")
+    return [note]
 
 
 def _grouped(found: dict[tuple[str, str], list[str]], every: list[str]) -> dict[str, list[str]]:
@@ -186,24 +241,34 @@ def _comparison_notes(table: ReportTable, analysis: Analysis) -> list[str]:
     tests: dict[tuple[str, str], list[str]] = {}
     unpaired: dict[tuple[str, str], list[str]] = {}
     differ: dict[tuple[str, str], list[str]] = {}
+    withheld: dict[tuple[str, str], list[str]] = {}
     for (i, header), c in analysis.comparisons.items():
         row = table.rows[i]
         where = row.label + (f" [{row.block}]" if several and row.block else "")
         tests.setdefault((c.test or "no test (a side has fewer than 2 seeds)", where), []).append(header)
+        if c.withheld:
+            withheld.setdefault((c.withheld, where), []).append(header)
         if c.unpaired_because:
             unpaired.setdefault((c.unpaired_because, where), []).append(header)
         if c.differences:
             differ.setdefault((c.differences, where), []).append(header)
     notes = [f"decided by the {test} against {analysis.baseline}: {'; '.join(rows)}"
              for test, rows in _grouped(tests, every).items()]
-    notes.append("a comparison is settled (higher / lower) where its Holm-adjusted p < 0.05 over the rows of its "
-                 "column, with three or more seeds a side; the interval of the difference is the test's "
-                 "(unadjusted); P(>) is the probability of improvement with its bootstrap interval, a "
-                 "description only; ~N seeds needed: seeds per method to detect "
+    notes.append("each test uses every seed of both cells, paired on the seeds both ran with the same evaluation "
+                 "(paired t where all are shared, Welch where none, the partially paired t of Derrick et al. 2017 "
+                 "between); its p is the larger of the t-test's and the exact permutation test's (swapping a "
+                 "shared seed's two values, relabelling the others), valid for normal scores with equal means "
+                 "and for methods with the same distribution of any shape, and never below what the seeds allow "
+                 "(2^(1-n) for n paired seeds: 0.25 at 3)")
+    notes.append("a comparison is settled (higher / lower) where its Holm-adjusted p < 0.05 in its family (below), "
+                 "with three or more seeds a side; withheld where a cell it involves is bimodal; the interval "
+                 "of the difference is the t-test's (unadjusted); P(>) is the probability of improvement with "
+                 "its bootstrap interval, a description only; ~N seeds needed: seeds per method to detect "
                  + (f"a difference of {table.min_effect:g} points" if table.min_effect is not None
                     else "the observed difference (--min-effect POINTS sizes for a chosen one)")
                  + f" ({POWER_TEXT})")
     notes += [f"unpaired, {reason}: {'; '.join(rows)}" for reason, rows in _grouped(unpaired, every).items()]
+    notes += [f"withheld, bimodal {reason}: {'; '.join(rows)}" for reason, rows in _grouped(withheld, every).items()]
     notes += [f"differ from {analysis.baseline} beyond the table's labels in {diff}: {'; '.join(rows)}"
               for diff, rows in _grouped(differ, every).items()]
     return notes
@@ -226,15 +291,17 @@ def _duplicate_notes(table: ReportTable) -> list[str]:
 
 def _notes(table: ReportTable) -> list[str]:
     analysis = analysis_of(table)
-    notes = list(table.notes) + _interval_notes(table, analysis) + _duplicate_notes(table)
+    notes = [*table.notes, *_interval_notes(table, analysis), *_flag_notes(table, analysis), *_duplicate_notes(table)]
     if any(table.fewer_seeds(r, c) for r in table.rows for c in table.columns):
         notes.append(f"{FEWER_SEEDS} fewer seeds than the other cells (n < {table.max_n}; n per cell in the CSV)")
     for (block, header), leader in analysis.leaders.items():
         if leader.best is not None or table.seeds_stopped_on_data:  # nothing separates on a sequential sweep
             continue
         where = f"{block}, {header}" if block else header
+        why = (" (best withheld: " + leader.withheld + ")" if leader.withheld else
+               " (the best claim is gated)" if leader.gated else "")
         text = (f"{where}: the leading rows {', '.join(leader.tied)} are not separated at n = {leader.n} "
-                f"({' / '.join(leader.tests) or 'no test'}, Holm)")
+                f"({' / '.join(leader.tests) or 'no test'}, Holm){why}")
         if leader.runner_up_seeds is not None:
             text += (f"; ~{leader.runner_up_seeds} seeds per method would separate {leader.tied[0]} from "
                      f"{leader.runner_up}")
@@ -243,6 +310,7 @@ def _notes(table: ReportTable) -> list[str]:
         notes.append(text)
     if analysis.comparisons:
         notes += _comparison_notes(table, analysis)
+    notes += _family_notes(table, analysis)
     blocks = {r.block for r in table.rows if r.kind == "measured"}
     if analysis.baseline is not None:
         missing = sorted(b for b in blocks if analysis.reference(table, b) is None)
@@ -286,6 +354,7 @@ def to_dataframe(table: ReportTable) -> pd.DataFrame:
             record[f"{header} ci high"] = cell.high if cell else math.nan
             record[f"{header} iqm"] = analysis.iqm.get((i, header), NO_INTERVAL).point
             record[f"{header} best"] = _is_best(analysis, row, column)
+            record[f"{header} flags"] = "; ".join(analysis.flags.get((i, header), []))
             _comparison_columns(record, header, analysis.comparisons.get((i, header)))
         if table.tasks:
             mean, iqm = analysis.tasks.get(i, (NO_INTERVAL, NO_INTERVAL))
@@ -302,10 +371,14 @@ def _comparison_columns(record: dict[str, object], header: str, comparison: Comp
     record[f"{header} statistic"] = c.statistic if c else math.nan
     record[f"{header} df"] = c.df if c else math.nan
     record[f"{header} p"] = c.p if c else math.nan
+    record[f"{header} p_t"] = c.p_t if c else math.nan
+    record[f"{header} p_exact"] = c.p_exact if c else math.nan
     record[f"{header} p_holm"] = c.p_holm if c else math.nan
+    record[f"{header} family"] = c.family if c else ""
     record[f"{header} decision"] = c.decision if c else ""
     _interval_columns(record, f"{header} diff", c.difference if c else NO_INTERVAL)
     record[f"{header} paired seeds"] = c.paired_seeds if c else 0
+    record[f"{header} unshared seeds"] = c.unshared_seeds if c else 0
     _interval_columns(record, f"{header} P(>ref)", c.improvement if c else NO_INTERVAL)
     needed = c.seeds_needed if c and not c.settled else None
     record[f"{header} seeds needed"] = needed if needed is not None else math.nan
@@ -344,7 +417,8 @@ def to_markdown(table: ReportTable) -> str:
 # ---------------------------------------------------------------------------- LaTeX
 
 
-_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+_LATEX_SPECIAL = {FLAGGED: r"$^\ddagger$", "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
+                  "_": r"\_",
                   "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
                   "±": r"$\pm$", FEWER_SEEDS: r"$^\dagger$", "Δ": r"$\Delta$", ">": r"$>$", "<": r"$<$",
                   "≥": r"$\geq$"}

@@ -9,6 +9,7 @@ resumes at the round it was in.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -17,6 +18,7 @@ from rich.console import Console
 
 from gagpo_cli.errors import UsageError
 from gagpo_cli.folder_locks import sweep_driver
+from gagpo_cli.run_layout import RunLayout
 from gagpo_cli.sweep.ablate import check_launch_options, dry_run_table, note_driver, run_sweep, status_table
 from gagpo_cli.sweep.process import INTERRUPTED
 from gagpo_cli.sweep.sequential import (
@@ -143,6 +145,17 @@ class _Reader:
         save_state(self.root, state)
 
 
+def run_episodes(run: Run, path: tuple[str, ...]) -> int | None:
+    """The evaluation episodes behind the metric in the run's ``eval.json`` (``episodes``, or
+    ``per_type_episodes[<type>]`` for a task type); None when it does not say."""
+    try:
+        node: Any = json.loads(RunLayout(run.run_dir).final_eval.read_text(encoding="utf-8"))
+        count = node["per_type_episodes"][path[1]] if path[0] == "per_type" else node["episodes"]
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None
+    return int(count) if isinstance(count, int) and not isinstance(count, bool) and count > 0 else None
+
+
 def _build(spec: str | None, grid: Sequence[str], preset: str | None, sets: Sequence[str], flags: dict[str, Any],
            name: str | None, max_seeds: int | None) -> Sweep:
     """The sweep over seeds 0..cap-1: ``--max-seeds``, else the recorded cap, else the default."""
@@ -233,7 +246,8 @@ def _decide(sweep: Sweep, state: SequentialState, console: Console, by_key: dict
             raise RoundFailed
 
     try:
-        until_decided(state, launch, reader.score, reader.save)
+        until_decided(state, launch, reader.score, reader.save,
+                      episodes=lambda cell, seed: run_episodes(by_key[(cell, seed)], path))
     except RoundFailed:
         console.print("[red]a run of this round failed or is still running elsewhere[/red]: the round is not "
                       "analysed; the same command retries it", highlight=False)

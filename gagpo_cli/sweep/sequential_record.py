@@ -88,11 +88,12 @@ def decode(data: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Schema:
-    """What a state may hold: the design's keys, a comparison's keys and its statuses, the looks' seed
-    counts (``FIRST_LOOK``, then every ``ROUND_SEEDS``), and which metric names are valid."""
+    """What a state may hold: the design's keys, a comparison's keys (None: any, for a state of an earlier
+    procedure, read only to be shown) and its statuses, the looks' seed counts (``FIRST_LOOK``, then every
+    ``ROUND_SEEDS``), and which metric names are valid."""
 
     design_keys: tuple[str, ...]
-    comparison_keys: tuple[str, ...]
+    comparison_keys: tuple[str, ...] | None
     statuses: tuple[str, ...]
     first_look: int
     round_seeds: int
@@ -183,7 +184,7 @@ def _comparison_problems(comparisons: Any, design: dict[str, Any], looks: Any, s
     last = looks[-1].get("n") if rounds and isinstance(looks[-1], dict) else 0
     limit = last if _whole(last) else 0
     for name, c in comparisons.items():
-        unknown = sorted(set(c) - set(schema.comparison_keys))
+        unknown = sorted(set(c) - set(schema.comparison_keys)) if schema.comparison_keys is not None else []
         if unknown:
             found.append(f"comparison {name}: unknown key(s) {', '.join(unknown)}")
         status = c.get("status")

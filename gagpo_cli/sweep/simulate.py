@@ -1,10 +1,5 @@
 """A toy trainer for ``gagpo ablate --until-decided``'s decision loop (``sweep/sequential.py``):
-per-seed scores with a known truth, served only for runs the loop launched.
-
-A sweep of ``len(effects) + 1`` cells shares its seeds: the score of (cell, seed) is a seed term
-(common to every cell, as shared task sequences and initialisations make it) plus the cell's effect
-plus the cell's own noise. The per-seed difference of a cell and the baseline then has mean
-``effect`` and SD 1: effects are in units of that SD.
+per-seed scores with a known truth from ``families.py``, served only for runs the loop launched.
 """
 
 from __future__ import annotations
@@ -14,28 +9,29 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gagpo_cli.sweep.sequential import Boundary, Design, SequentialState, until_decided
-
-SEED_SD = 3.0  # the seed term; cancels in the paired differences
+from gagpo_cli.sweep.families import FAMILIES, draw_scores
+from gagpo_cli.sweep.sequential import Design, Rule, SequentialState, until_decided
 
 
 @dataclass
 class Outcome:
-    """Per simulated sweep: each comparison's final status and the seeds it used."""
+    """Per simulated sweep: each comparison's final status and the seeds it used, and the states."""
 
     status: np.ndarray  # (sims, comparisons) of str
     seeds: np.ndarray  # (sims, comparisons)
     runs: np.ndarray  # (sims,) runs trained, baseline included
+    states: list[SequentialState]
 
 
 class ToyTrainer:
-    """``launch`` marks (cell, seed) runs as trained; ``score`` returns a trained run's score."""
+    """``launch`` marks (cell, seed) runs as trained; ``score`` returns a trained run's score and
+    ``episodes`` its evaluation episodes."""
 
-    def __init__(self, cells: Sequence[str], effects: Sequence[float], max_seeds: int, rng: np.random.Generator):
-        seed_term = SEED_SD * rng.standard_normal(max_seeds)
-        noise = rng.standard_normal((len(cells), max_seeds)) / np.sqrt(2.0)
-        effect = dict(zip(cells, (0.0, *effects), strict=True))
-        self.scores = {cell: seed_term + effect[cell] + noise[i] for i, cell in enumerate(cells)}
+    def __init__(self, cells: Sequence[str], effects: Sequence[float], max_seeds: int, rng: np.random.Generator,
+                 family: str = "normal"):
+        drawn = draw_scores(family, effects, max_seeds, rng)
+        self.scores = dict(zip(cells, drawn, strict=True))
+        self.episode_count = FAMILIES[family].episodes
         self.trained: set[tuple[str, int]] = set()
 
     def launch(self, cells: Sequence[str], seeds: Sequence[int]) -> None:
@@ -45,26 +41,30 @@ class ToyTrainer:
         assert (cell, seed) in self.trained, f"{cell} s{seed} read before it was trained"
         return float(self.scores[cell][seed])
 
+    def episodes(self, cell: str, seed: int) -> int | None:
+        return self.episode_count
+
 
 def simulate(effects: Sequence[float], *, sims: int, max_seeds: int, seed: int, alpha: float = 0.05,
-             min_effect: float | None = None, boundary: Boundary | None = None) -> Outcome:
+             min_effect: float | None = None, rule: Rule | None = None, family: str = "normal") -> Outcome:
     """Run the whole decision loop ``sims`` times on fresh toy sweeps (one state per sweep)."""
     rng = np.random.default_rng(seed)
     cells = ["base", *(f"c{i}" for i in range(len(effects)))]
     status = np.empty((sims, len(effects)), dtype=object)
     seeds = np.zeros((sims, len(effects)), dtype=int)
     runs = np.zeros(sims, dtype=int)
+    states = []
     for i in range(sims):
-        trainer = ToyTrainer(cells, effects, max_seeds, rng)
+        trainer = ToyTrainer(cells, effects, max_seeds, rng, family)
         state = SequentialState(Design(alpha, "base", "success_rate", min_effect, max_seeds, tuple(cells[1:])),
                                 max_seeds)
-        state = until_decided(state, trainer.launch, trainer.score, _keep, boundary)
+        state = until_decided(state, trainer.launch, trainer.score, _keep, rule, trainer.episodes)
         status[i] = [state.comparisons[c].status for c in cells[1:]]
         seeds[i] = [state.comparisons[c].seeds for c in cells[1:]]
         runs[i] = len(trainer.trained)
-    return Outcome(status, seeds, runs)
+        states.append(state)
+    return Outcome(status, seeds, runs, states)
 
 
 def _keep(state: SequentialState) -> None:
     """The in-memory run keeps its state in the object (the command writes it to the sweep folder)."""
-

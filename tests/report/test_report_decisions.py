@@ -74,7 +74,7 @@ def test_rows_with_other_evaluations_are_not_paired_and_their_differences_are_na
                   evaluation={"iteration": 400, "split": "valid", "seed": seed})
     table = report_command([root], 1, tmp_path / "out")
     row = table_row(_frame(tmp_path), "GAGPO")
-    assert row["WebShop Succ. test"] == "Welch t" and row["WebShop Succ. paired seeds"] == 0
+    assert row["WebShop Succ. test"] == "Welch t + permutation" and row["WebShop Succ. paired seeds"] == 0
     assert row["WebShop Succ. unpaired because"] == "evaluation settings differ (env.eval_split, train.eval_episodes)"
     assert "train.iterations 400 vs 100" in row["WebShop Succ. differences"]
     markdown = to_markdown(table)

@@ -24,11 +24,13 @@ from gagpo_cli.report.writers import to_markdown
 from stats import fixed_n as st
 
 
-def _sweep(root, rows, env="webshop", curves=None):
-    """``rows``: estimator -> {seed: success}; score = success + 10; optional eval curves per run."""
+def _sweep(root, rows, env="webshop", curves=None, episodes=None):
+    """``rows``: estimator -> {seed: success}; score = success + 10; optional eval curves per run;
+    ``episodes`` per evaluation (None: not recorded, no within-seed floor: the plain t arithmetic)."""
     for estimator, by_seed in rows.items():
         for seed, success in by_seed.items():
-            run = write_run(root / estimator / f"s{seed}", estimator, env, success, success + 10, seed=seed)
+            run = write_run(root / estimator / f"s{seed}", estimator, env, success, success + 10, seed=seed,
+                            episodes=episodes)
             for iteration, value in enumerate((curves or {}).get((estimator, seed), [])):
                 (run / "evals").mkdir(exist_ok=True)
                 (run / "evals" / f"iter_{iteration:06d}.json").write_text(json.dumps(
@@ -37,37 +39,41 @@ def _sweep(root, rows, env="webshop", curves=None):
 
 
 def test_csv_has_interval_iqm_test_and_improvement_columns_with_paired_differences(tmp_path):
-    grpo = {0: 10.0, 1: 20.0, 2: 30.0, 3: 40.0, 4: 50.0}
-    gagpo = {seed: v + 3.0 + seed for seed, v in grpo.items()}  # per-seed differences 3 4 5 6 7
+    grpo = {seed: 10.0 + 5 * seed for seed in range(8)}
+    gagpo = {seed: v + 3.0 + seed for seed, v in grpo.items()}  # per-seed differences 3, 4, ..., 10
     root = _sweep(tmp_path / "runs", {"grpo": grpo, "gagpo": gagpo})
     report_command([root], 1, tmp_path / "out")
     frame = pd.read_csv(tmp_path / "out" / "table1.csv")
     row = table_row(frame, "GAGPO")
     assert row["reference"] == "GRPO"  # Table 1's default reference
     values = np.array(list(gagpo.values()))
-    half = scipy.stats.t.ppf(0.975, 4) * values.std(ddof=1) / np.sqrt(5)  # Student-t, n - 1 = 4 df
+    half = scipy.stats.t.ppf(0.975, 7) * values.std(ddof=1) / np.sqrt(8)  # Student-t, n - 1 = 7 df
     assert row["WebShop Succ. mean"] == pytest.approx(values.mean())
     assert (row["WebShop Succ. ci low"], row["WebShop Succ. ci high"]) == pytest.approx(
         (values.mean() - half, values.mean() + half))
-    assert row["WebShop Succ. iqm"] == pytest.approx(np.mean(np.sort(values)[1:4]))  # n = 5: trim one each end
-    # P(GAGPO > GRPO): of 25 pairs, GAGPO's seed s beats GRPO's seeds <= s and the one above when 3 + s > 10
-    wins = sum(g > r for g in gagpo.values() for r in grpo.values())
-    assert row["WebShop Succ. P(>ref)"] == pytest.approx(wins / 25)
+    assert row["WebShop Succ. iqm"] == pytest.approx(np.mean(np.sort(values)[2:6]))  # n = 8: trim two each end
+    wins = sum((g > r) + 0.5 * (g == r) for g in gagpo.values() for r in grpo.values())  # ties count 1/2
+    assert row["WebShop Succ. P(>ref)"] == pytest.approx(wins / 64)
     assert row["WebShop Succ. P(>ref) low"] < 0.5 < row["WebShop Succ. P(>ref) high"]  # a description, not the test
-    # the pre-declared test: paired t over the 5 shared seeds, differences 3..7
+    # the pre-declared test: paired over the 8 shared seeds, differences 3..10; the decision's p is the larger
+    # of the t-test's and the sign-flip test's, whose smallest value at 8 pairs is 2 / 2^8
     expected = scipy.stats.ttest_rel(list(gagpo.values()), list(grpo.values()))
-    assert row["WebShop Succ. test"] == "paired t" and row["WebShop Succ. paired seeds"] == 5
-    assert row["WebShop Succ. p"] == pytest.approx(expected.pvalue) and row["WebShop Succ. statistic"] == pytest.approx(
-        expected.statistic)
-    assert row["WebShop Succ. p_holm"] == pytest.approx(expected.pvalue)  # one row in the column's family
+    assert row["WebShop Succ. test"] == "paired t + permutation" and row["WebShop Succ. paired seeds"] == 8
+    assert row["WebShop Succ. p_t"] == pytest.approx(expected.pvalue)
+    assert row["WebShop Succ. statistic"] == pytest.approx(expected.statistic)
+    assert row["WebShop Succ. p_exact"] == row["WebShop Succ. p"] == pytest.approx(2 / 256)
+    # the headline family: GAGPO - GRPO in WebShop Score and Succ. and the two best claims (p / 2 each, one rival)
+    assert row["WebShop Succ. family"] == "headline" and row["WebShop Succ. p_holm"] == pytest.approx(4 * 1 / 256)
     assert row["WebShop Succ. decision"] == "higher" and np.isnan(row["WebShop Succ. seeds needed"])
-    d_half = scipy.stats.t.ppf(0.975, 4) * np.std([3, 4, 5, 6, 7], ddof=1) / np.sqrt(5)
-    assert row["WebShop Succ. diff"] == pytest.approx(5.0)
-    assert (row["WebShop Succ. diff low"], row["WebShop Succ. diff high"]) == pytest.approx((5 - d_half, 5 + d_half))
+    d_half = scipy.stats.t.ppf(0.975, 7) * np.std(np.arange(3, 11), ddof=1) / np.sqrt(8)
+    assert row["WebShop Succ. diff"] == pytest.approx(6.5)
+    assert (row["WebShop Succ. diff low"], row["WebShop Succ. diff high"]) == pytest.approx(
+        (6.5 - d_half, 6.5 + d_half))
     markdown = (tmp_path / "out" / "table1.md").read_text()
     assert f"{values.mean():.1f} [" in markdown
-    assert "decided by the paired t against GRPO: GAGPO (every compared column)" in markdown
-    assert "+5.0 [+3.0, +7.0], paired t (5 seeds) p = 0.002, Holm p = 0.002: higher" in markdown
+    assert "decided by the paired t + permutation against GRPO: GAGPO (every compared column)" in markdown
+    assert "+6.5 [+4.5, +8.5], paired t + permutation (8 seeds) p = 0.008, Holm p = 0.016: higher" in markdown
+    assert "multiplicity: the claims of this table form two families" in markdown
 
 
 def test_unpaired_when_seeds_differ_and_seeds_needed_when_unsettled(tmp_path):
@@ -76,33 +82,45 @@ def test_unpaired_when_seeds_differ_and_seeds_needed_when_unsettled(tmp_path):
     report_command([root], 1, tmp_path / "out")
     row = table_row(pd.read_csv(tmp_path / "out" / "table1.csv"), "GAGPO")
     x, y = np.array([44.0, 52.0, 63.0]), np.array([40.0, 50.0, 60.0])
-    assert row["WebShop Succ. test"] == "Welch t" and row["WebShop Succ. paired seeds"] == 0
-    assert row["WebShop Succ. p"] == pytest.approx(scipy.stats.ttest_ind(x, y, equal_var=False).pvalue)
+    assert row["WebShop Succ. test"] == "Welch t + permutation" and row["WebShop Succ. paired seeds"] == 0
+    assert row["WebShop Succ. p_t"] == pytest.approx(scipy.stats.ttest_ind(x, y, equal_var=False).pvalue)
     assert row["WebShop Succ. decision"] == "open" and row["WebShop Succ. unpaired because"] == "0 shared seeds"
-    # difference 3 at the pooled sd's 90 % upper confidence limit (df 4): far beyond 3 seeds
+    # difference 3 at the pooled sd's 90 % upper confidence limit (df 4), at the level Holm's first step leaves
+    # in the headline family (2 comparisons + 2 best claims: alpha / 4): far beyond 3 seeds
     spread = st.std_upper_limit(st.pooled_std(x, y), 4)
-    assert row["WebShop Succ. seeds needed"] == st.seeds_needed(3.0, spread) > 100
+    assert row["WebShop Succ. seeds needed"] == st.seeds_needed(3.0, spread, alpha=0.05 / 4) > 100
     markdown = (tmp_path / "out" / "table1.md").read_text()
-    assert "decided by the Welch t against GRPO: GAGPO (every compared column)" in markdown
+    assert "decided by the Welch t + permutation against GRPO: GAGPO (every compared column)" in markdown
     assert "unpaired, 0 shared seeds: GAGPO (every compared column)" in markdown
-    assert "WebShop Succ.: the leading rows GAGPO, GRPO are not separated at n = 3 (Welch t, Holm)" in markdown
+    assert ("WebShop Succ.: the leading rows GAGPO, GRPO are not separated at n = 3 (Welch t + permutation, Holm)"
+            in markdown)
     assert not pd.read_csv(tmp_path / "out" / "table1.csv")["WebShop Succ. best"].any()
-    # --min-effect: seeds per method to detect 10 points at the same spread
+    # --min-effect: seeds per method to detect 10 points at the same spread, and never fewer than the 5 a side
+    # at which a permutation test of two unpaired samples can reach alpha / 4 at all (2 / C(10, 5) = 0.008)
     report_command([root], 1, tmp_path / "out", min_effect=10.0)
     row = table_row(pd.read_csv(tmp_path / "out" / "table1.csv"), "GAGPO")
-    assert row["WebShop Succ. seeds needed"] == st.seeds_needed(10.0, spread) < st.seeds_needed(3.0, spread)
+    needed = max(st.seeds_needed(10.0, spread, alpha=0.05 / 4), 5)
+    assert row["WebShop Succ. seeds needed"] == needed < st.seeds_needed(3.0, spread, alpha=0.05 / 4)
     assert "seeds per method to detect a difference of 10 points" in (tmp_path / "out" / "table1.md").read_text()
     with pytest.raises(UsageError, match="--min-effect must be a positive, finite number"):
         report_command([root], 1, tmp_path / "out", min_effect=-1.0)
 
 
 def test_best_is_bold_only_where_the_test_separates_it(tmp_path):
-    root = _sweep(tmp_path / "runs", {"grpo": {0: 10.0, 1: 12.0, 2: 11.0}, "gagpo": {0: 80.0, 1: 82.0, 2: 81.0},
-                                      "rloo": {0: 9.0, 1: 13.0, 2: 12.0}})
+    rows = {"grpo": {s: 10.0 + s % 3 for s in range(10)}, "gagpo": {s: 80.0 + s % 3 + s / 10 for s in range(10)},
+            "rloo": {s: 9.0 + (s * 7) % 5 for s in range(10)}}
+    root = _sweep(tmp_path / "runs", rows)
     report_command([root], 1, tmp_path / "out")
     frame = pd.read_csv(tmp_path / "out" / "table1.csv")
     assert list(frame["WebShop Succ. best"]) == [False, False, True]  # RLOO, GRPO, GAGPO (paper order)
-    assert "**81.0 [78.5, 83.5]**" in (tmp_path / "out" / "table1.md").read_text()  # 81 ± 4.303 / sqrt(3)
+    values = np.array(list(rows["gagpo"].values()))
+    half = scipy.stats.t.ppf(0.975, 9) * values.std(ddof=1) / np.sqrt(10)
+    assert f"**{values.mean():.1f} [{values.mean() - half:.1f}, {values.mean() + half:.1f}]**" in (
+        tmp_path / "out" / "table1.md").read_text()
+    # three seeds each: no claim can be settled, the permutation test's p is at least 0.25 on 3 pairs
+    few = _sweep(tmp_path / "few", {k: {s: v[s] for s in range(3)} for k, v in rows.items()})
+    report_command([few], 1, tmp_path / "out3")
+    assert not pd.read_csv(tmp_path / "out3" / "table1.csv")["WebShop Succ. best"].any()
 
 
 def test_baseline_option_and_unknown_name(tmp_path):
@@ -129,7 +147,7 @@ def test_generic_table_compares_only_with_a_named_row(tmp_path):
     report_command([root], None, tmp_path / "out", baseline="lam=0")
     row = table_row(pd.read_csv(tmp_path / "out" / "results.csv").rename(columns={"settings": "method"}), "lam=1")
     assert row["Success paired seeds"] == 3 and row["Success diff"] == pytest.approx(-25.0)
-    assert row["Success test"] == "paired t" and row["Success P(>ref)"] == 0.0
+    assert row["Success test"] == "paired t + permutation" and row["Success P(>ref)"] == 0.0
 
 
 def test_area_under_the_evaluation_curve_is_a_normalised_trapezoid(tmp_path):

@@ -7,15 +7,16 @@
 - the mean over the task types of one run's evaluation (a generic table) covers the true mean in
   >= 93 % of 1,000 rows of 5 seeds, the task types sharing each seed's effect.
 
-The tables go through the report's own path: runs -> ``generic_table`` -> the interval, test and
-Holm functions ``analysis_of`` calls (without the descriptions that decide nothing).
+The tables go through the report's own path: runs -> ``generic_table`` -> ``intervals.analyse`` (the
+interval, test, Holm and gatekeeping of the report, without the descriptions that decide nothing).
+Every family of RL shapes: tests/sweep/test_sequential_families.py.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from gagpo_cli.report.intervals import cell_interval, column_comparisons, leader_of, tasks_mean
+from gagpo_cli.report.intervals import analyse, cell_interval, tasks_mean
 from gagpo_cli.report.runs import RunRecord
 from gagpo_cli.report.tables import generic_table
 
@@ -37,10 +38,8 @@ def _identical_methods_table(rng: np.random.Generator, seeds: int):
     table = generic_table(runs)
     # the report's decision path (pairing, test, Holm, decision); describe=False leaves out what decides
     # nothing: the bootstrap interval of P(X > Y) and the seeds needed
-    rows = list(enumerate(table.rows))
-    cells = {(i, "Success"): cell_interval(np.array([v for _, v in row.scores["Success"]])) for i, row in rows}
-    leader = leader_of(table, rows, "Success", cells, describe=False)
-    return leader.best, column_comparisons(table, "", "Success", 0, describe=False)[1]
+    analysis = analyse(table, table.rows[0].label, describe=False)
+    return analysis.leaders[("", "Success")].best, analysis.comparisons[(1, "Success")]
 
 
 def test_a_cell_interval_covers_the_true_mean_at_three_seeds():

@@ -96,29 +96,23 @@ def test_probability_of_improvement_interval_resamples_each_side_independently()
     assert got == pytest.approx(expected, abs=1e-12)
 
 
-def test_difference_tests_are_scipys_paired_and_welch_t_tests():
-    x, y = np.array([10.0, 20.0, 30.0, 41.0]), np.array([9.0, 18.0, 27.0, 37.0])  # differences 1 2 3 4
-    paired = st.difference_test([x], [y], paired=True)
-    expected = scipy.stats.ttest_rel(x, y)
-    assert paired.test == "paired t" and paired.df == 3 and paired.n == 4
-    assert (paired.statistic, paired.p) == pytest.approx((expected.statistic, expected.pvalue), rel=1e-12)
-    half = scipy.stats.t.ppf(0.975, 3) * np.std(x - y, ddof=1) / 2
-    assert (paired.difference, paired.low, paired.high) == pytest.approx((2.5, 2.5 - half, 2.5 + half))
-    welch = st.difference_test([x], [y[:3]], paired=False)
-    expected = scipy.stats.ttest_ind(x, y[:3], equal_var=False)
-    assert welch.test == "Welch t" and welch.n == 3
-    assert (welch.statistic, welch.p) == pytest.approx((expected.statistic, expected.pvalue), rel=1e-12)
-    over_tasks = st.difference_test([x, x], [y, y], paired=True)  # the same task twice: the same mean, more df
-    assert over_tasks.difference == pytest.approx(2.5) and over_tasks.df == pytest.approx(6.0)
-    assert st.difference_test([np.array([3.0, 3.0])], [np.array([3.0, 3.0])], paired=True).p == 1.0
-    with pytest.raises(ValueError):
-        st.difference_test([x], [y[:3]], paired=True)
-
-
 def test_holm_by_hand():
     # sorted 0.01 0.02 0.04 (m = 3): 0.03, max(0.03, 0.04), max(0.04, 0.04); NaN stays out of the family
     assert st.holm([0.04, 0.01, math.nan, 0.02]) == pytest.approx([0.04, 0.03, math.nan, 0.04], nan_ok=True)
     assert st.holm([0.5, 0.9]).tolist() == [1.0, 1.0]  # 2 x 0.5, then the running maximum
+
+
+def test_serial_gatekeeping_tests_a_family_only_after_every_claim_before_it():
+    adjusted, tested = st.serial_gatekeeping([[0.01, 0.02], [0.001]], 0.05)
+    assert tested == 2 and adjusted[0].tolist() == pytest.approx([0.02, 0.02]) and adjusted[1][0] == 0.001
+    adjusted, tested = st.serial_gatekeeping([[0.01, 0.2], [0.001]], 0.05)  # one headline claim open: gated
+    assert tested == 1 and np.isnan(adjusted[1][0])
+
+
+def test_a_cell_interval_is_never_zero_width_where_the_episodes_are_known():
+    assert st.t_interval(np.array([100.0, 100.0, 100.0]))[1:] == pytest.approx((math.nan, math.nan), nan_ok=True)
+    mean, low, high = st.t_interval(np.array([100.0, 100.0, 100.0]), floor=6.8)
+    assert mean == 100.0 and high - low == pytest.approx(2 * scipy.stats.t.ppf(0.975, 2) * math.sqrt(6.8 / 3))
 
 
 def test_paired_power_and_the_pilot_spread_upper_limit():
