@@ -1,8 +1,9 @@
 """What guards the record of ``gagpo ablate --until-decided`` (``sequential.py``'s state file):
 
-- the file is strict JSON: no NaN or Infinity is read or written. An infinite boundary (a look that
-  spends almost none of alpha cannot decide) and the unbounded interval it gives are written as
-  ``null`` and read back as infinite (``encode`` / ``decode``);
+- the file is strict JSON: no NaN or Infinity is read or written. A boundary a look could not reach
+  is ``null`` (the state's own ``t_bounds``); an infinite number in a look or an interval end (as the
+  earlier procedure recorded them) is written as ``null`` and read back as infinite (``encode`` /
+  ``decode``);
 - the file is checked when it is read (``problems``: types, ranges, statuses, the looks' order), and
   a bad one is refused with every problem named in one line;
 - the runs each look used are recorded (``record.looks``: seeds and cells; ``record.runs``: per cell
