@@ -2,6 +2,7 @@
 
 from environments.base import (
     Environment,
+    EnvironmentUnavailable,
     Episode,
     Reset,
     Step,
@@ -10,4 +11,5 @@ from environments.base import (
     get_environment,
 )
 
-__all__ = ["Environment", "Episode", "Reset", "Step", "TableColumn", "get_environment", "available_environments"]
+__all__ = ["Environment", "EnvironmentUnavailable", "Episode", "Reset", "Step", "TableColumn", "get_environment",
+           "available_environments"]

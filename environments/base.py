@@ -21,6 +21,11 @@ from typing import Any, ClassVar
 from gagpo_core import plugins
 
 
+class EnvironmentUnavailable(RuntimeError):
+    """The environment cannot be reached at all (a remote server that is down or refuses the session):
+    raised by ``Episode.reset``. A failure in the middle of an episode is a crashed ``Step`` instead."""
+
+
 @dataclass(frozen=True)
 class Reset:
     """What an episode shows at its start."""
@@ -200,6 +205,21 @@ def get_environment(name: str, **options: Any) -> Environment:
     """
     cls = plugins.load(plugins.ENVIRONMENTS, name)
     return cls(**options)
+
+
+def resolve_env_spec(spec: str, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    """``NAME:VALUE`` -> ``(NAME, options + {spec_option: VALUE})`` for an environment class that declares
+    ``spec_option`` (``openenv:http://127.0.0.1:8000`` sets the OpenEnv adapter's ``url``); any other name
+    comes back unchanged. ``ValueError`` for a ``NAME:VALUE`` whose environment takes no such value."""
+    options = dict(options or {})
+    name, sep, value = spec.partition(":")
+    if not sep or spec in plugins.plugin_names(plugins.ENVIRONMENTS):
+        return spec, options
+    option = getattr(plugins.load(plugins.ENVIRONMENTS, name), "spec_option", None)
+    if option is None:
+        raise ValueError(f"environment '{name}' takes no value after its name ('{spec}'); give its options "
+                         "in env.options")
+    return name, {**options, option: value}
 
 
 def score_mode_env_options(name: str, options: dict[str, Any] | None) -> dict[str, Any]:

@@ -135,6 +135,25 @@ def play_command(
     run_play(env, task, split, seed, option or [])
 
 
+@app.command("serve")
+def serve_command(
+    env: Annotated[str, typer.Argument(help="Environment to serve (see `gagpo list environments`).")],
+    host: Annotated[str, typer.Option(help="Address to listen on (0.0.0.0: every interface).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    option: Annotated[list[str] | None, _ENV_OPTION] = None,
+    action_mode: Annotated[str, typer.Option(
+        "--action-mode", help="generate, or score: the environment's options for ranked actions (finite action "
+                              "sets, e.g. WebShop's candidate queries), as `gagpo train --action-mode score` "
+                              "builds it.")] = "generate",
+    max_sessions: Annotated[int, typer.Option(help="WebSocket sessions (live episodes) at once.")] = 256,
+) -> None:
+    """Serve an environment as an OpenEnv server (reset/step/state over WebSocket, the Task API): every
+    observation carries its state key and the step's reward, for any OpenEnv trainer or `--env openenv:URL`."""
+    from gagpo_cli.serve import serve_command as run_serve
+
+    run_serve(env, host, port, option or [], action_mode, max_sessions)
+
+
 @app.command("train")
 def train_command(
     experiment: Annotated[str | None, typer.Argument(help="Experiment YAML file or built-in name.")] = None,
@@ -301,11 +320,13 @@ def plan_command(
     = None,
     parallel: Annotated[str | None, typer.Option(help="ddp | fsdp (model.parallel).")] = None,
     sets: Annotated[list[str] | None, typer.Option("--set", help="KEY=VALUE config override, repeatable.")] = None,
+    prompt_tokens: Annotated[int, typer.Option(help="A rollout prompt's tokens (the rollout's KV cache and "
+                                                    "prompt pass).")] = 1024,
 ) -> None:
     """Print the memory per GPU of an experiment for each GPU count, whether it fits, and what would."""
     from gagpo_cli.plan import plan_command as run_plan
 
-    run_plan(experiment, model, lora, gpus, gpu_gib, parallel, sets or [])
+    run_plan(experiment, model, lora, gpus, gpu_gib, parallel, sets or [], prompt_tokens)
 
 
 def _click_exception_types() -> tuple[type[BaseException], ...]:

@@ -69,7 +69,8 @@ class ModelConfig:
                                    "pass stops there); null: every layer.")
     lora_scope: str = _key("all", "Score mode: `all` (the adapter reads prompt and action) | `action` (the frozen "
                            "base reads the prompt, the adapter acts on the scored action tokens only).")
-    dtype: str = _key("auto", "`auto` (bf16 autocast where the hardware supports it) | `float32` | `bfloat16`.")
+    dtype: str = _key("auto", "`auto` (bf16 autocast where the hardware supports it) | `float32` | `bfloat16` "
+                      "(bf16 autocast anywhere; trained weights stay float32).")
     device: str = _key("auto", "`auto` | `cpu` | `cuda` | `cuda:N`.")
     parallel: str = _key("ddp", "Under torchrun: `ddp` (each process holds the whole model) | `fsdp` (parameters, "
                          "gradients and AdamW state sharded with FSDP2; generate mode, hf engine).")
@@ -122,6 +123,9 @@ class RolloutConfig:
                        "score (WebShop's purchase score).")
     # docs/algorithms.md#rewards-and-penalties: minus 0.1 on a malformed step
     invalid_penalty: float = _key(0.1, "Penalty of a step whose answer holds no `<action>...</action>`.")
+    max_failed_share: float = _key(0.5, "Stop the run (checkpoint saved) when more than this share of an iteration's "
+                                   "episodes failed (the environment raised, timed out or dropped its connection); "
+                                   "failed episodes never enter the estimator.")
     action_mode: str = _key("generate", "`generate` (the model writes the action, the paper's) | `score` (the "
                             "policy ranks the admissible actions) | another registered mode (`gagpo list "
                             "action-modes`).")
@@ -169,6 +173,8 @@ class TrainConfig:
     eval_episodes: int = _key(128, "Episodes per evaluation, at most one per task of the evaluation split.")
     eval_max_steps: int | None = _key(None, "Step budget of an evaluation episode; null: the environment's.")
     save_every: int = _key(10, "Write a checkpoint every N iterations (and at the last).")
+    deterministic: bool = _key(False, "Deterministic CUDA kernels (slower): a resumed GPU run then equals the "
+                               "uninterrupted one, as a CPU run always does.")
     threads: int | None = _key(None, "Torch CPU threads; null: OMP_NUM_THREADS, else the cores free to this "
                                "process.")
 

@@ -29,6 +29,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from environments.base import resolve_env_spec
 from environments.pool import EnvPool
 from gagpo_cli.agents import AgentPolicy, resolve_policy
 from gagpo_cli.config import parse_key_value
@@ -68,6 +69,8 @@ def evaluate(env_name: str, policy: AgentPolicy | str, episodes: int, split: str
     """
     check_request(policy, episodes, workers, agent, trials, memory, engine, seed)  # before loading a model
     check_caps(policy, max_steps, max_new_tokens)
+    with user_input():  # `openenv:<url>`: the adapter's name, the url in its options
+        env_name, options = resolve_env_spec(env_name, options)
     check_action_mode(policy, action_mode, agent)
     acting = _overridden(resolve_policy(policy, seed=seed) if isinstance(policy, str) else policy,
                          max_new_tokens, action_mode)

@@ -341,8 +341,9 @@ API_PAGES: dict[str, ApiPage] = {
             "state key that grouping estimators compare. [Environments](../../environments.md#one-protocol) "
             "describes the built-ins."),
         objects=(
-            ("environments.base", ("Environment", "Episode", "Reset", "Step", "TableColumn", "get_environment",
-                                   "available_environments", "stratified_order", "score_mode_env_options")),
+            ("environments.base", ("Environment", "Episode", "Reset", "Step", "TableColumn", "EnvironmentUnavailable",
+                                   "get_environment", "available_environments", "resolve_env_spec",
+                                   "stratified_order", "score_mode_env_options")),
         ),
     ),
     "policies.md": ApiPage(

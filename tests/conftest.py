@@ -68,6 +68,8 @@ INTEGRATION_MODULES = frozenset({
     "test_resume_guard",
     # real game engines and rollout engines
     "test_alfworld", "test_alfworld_eval_order", "test_alfworld_textworld", "test_vllm_engine",
+    # OpenEnv servers on the loopback address (and OpenEnv's import, seconds)
+    "test_openenv", "test_openenv_train",
 })
 INTEGRATION_TESTS = {  # module -> tests (any parameters) of otherwise fast modules: over a second, or
     # starting worker processes
@@ -88,6 +90,7 @@ INTEGRATION_TESTS = {  # module -> tests (any parameters) of otherwise fast modu
                   "test_bad_options_raise_the_environments_error",
                   "test_reset_that_kills_the_worker_raises_then_pool_recovers"},
     "test_layers": {"test_libraries_import_no_cli_module"},
+    "test_failures": {"test_a_training_run_keeps_failed_episodes_from_the_estimator"},
 }
 TRAINING_FIXTURES = frozenset({"resume_setup", "straight_run"})
 ALWAYS_INTEGRATION = ("slow", "ray", "vllm")
@@ -95,8 +98,7 @@ HEAVY_MODULES = frozenset({  # two gloo processes training, or sweeps running tw
     "test_distributed", "test_distributed_agreement", "test_distributed_stop", "test_fsdp_training",
     "test_sharding", "test_sweep_e2e", "test_sweep_locks",
 })
-HEAVY_TESTS = {"test_sweep_settings": {"test_the_jobs_split_caps_a_cells_train_threads"},  # --jobs 2
-               "test_gpu_check": {"test_cpu_mode_passes_every_check_it_can_run"}}  # 2 gloo processes
+HEAVY_TESTS = {"test_sweep_settings": {"test_the_jobs_split_caps_a_cells_train_threads"}}  # --jobs 2
 HEAVY_GROUP = "heavy"
 
 

@@ -83,3 +83,17 @@ def assert_one_error_line(code: int, out: str, err: str, words: tuple[str, ...] 
     assert lines[0].startswith("error: "), lines[0]
     for word in words:
         assert word in lines[0], (word, lines[0])
+
+
+def saved_bytes(forward) -> int:
+    """Bytes of the distinct storages ``forward()`` saves for backward (its result freed after)."""
+    seen: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = forward()
+    del out
+    return sum(seen.values())

@@ -2,7 +2,8 @@
 records (``metrics.jsonl``, ``eval.json`` or ``checkpoints/``), searched recursively, so a sweep
 folder, several sweeps or single runs can be given in any mix. No sweep file is needed.
 
-Evaluations of a language model by a prompting agent (``gagpo eval --policy MODEL --agent plain |
+Logs of runs trained on verl (its console text, its JSONL, a wandb offline run: ``verl_logs``) are
+read as runs too. Evaluations of a language model by a prompting agent (``gagpo eval --policy MODEL --agent plain |
 react | reflexion --json FILE``: Table 1's prompting rows) are read too: any such JSON file given, or
 found under a folder outside the run directories (``prompting_record``).
 """
@@ -19,6 +20,7 @@ from typing import Any
 import yaml
 
 from gagpo_cli.errors import UsageError
+from gagpo_cli.report.verl_logs import find_verl_logs, read_verl_log
 from gagpo_cli.run_layout import (
     CHECKPOINTS_DIR,
     CONFIG_FILE,
@@ -209,6 +211,15 @@ def load_runs(paths: list[Path]) -> tuple[list[RunRecord], list[str]]:
     or ``config.yaml`` is left out with a warning naming it; nothing at all is a ``UsageError``."""
     dirs = find_run_dirs(paths)
     runs, warnings = [], []
+    for path in find_verl_logs(paths, dirs):  # runs trained on verl (gagpo_cli.report.verl_logs)
+        try:
+            found = read_verl_log(path)
+        except (OSError, ValueError) as exc:
+            warnings.append(f"{path}: unreadable verl log ({type(exc).__name__}: {exc}); skipped")
+            continue
+        if found is not None:
+            config, curve = found
+            runs.append(RunRecord(path, config, curve[-1][1], metrics=[], curve=curve))
     for path in find_eval_files(paths, dirs):
         try:
             record = prompting_record(path)
@@ -220,7 +231,7 @@ def load_runs(paths: list[Path]) -> tuple[list[RunRecord], list[str]]:
     if not dirs and not runs:
         raise UsageError(f"no runs found in {', '.join(str(p) for p in paths)} "
                          "(a run directory holds config.yaml and metrics.jsonl / eval.json; a prompting "
-                         "evaluation is the JSON of gagpo eval --agent ... --json FILE)")
+                         "evaluation is the JSON of gagpo eval --agent ... --json FILE; a verl run, its log)")
     for run_dir in dirs:
         layout = RunLayout(run_dir)
         try:

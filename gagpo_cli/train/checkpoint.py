@@ -20,6 +20,11 @@ checkpoints are kept.
 newest one that verifies; every corrupt one it passes is renamed ``corrupt-iter_*`` (never deleted,
 never listed as a checkpoint again) and reported through its ``say`` callback.
 
+Data parallel (``model.parallel: ddp`` under torchrun): every rank holds the same weights and optimizer
+state, so only rank 0 writes ``policy/`` and ``trainer.pt`` (a full fine-tune's are ~18 GB for 1.5B);
+the other ranks' checkpoints hold their random states, and a resume hands rank 0's weights and
+optimizer state to them by broadcast (``distributed.state_from_main``: no shared filesystem needed).
+
 Sharded policies (``model.parallel: fsdp``): saving and loading are collectives, every rank calls them
 for the same iteration. Each rank keeps its own checkpoint folder (its random states;
 ``distributed.rank_config``), every rank writes its shard into ``sharded/`` of RANK 0's folder (so the
@@ -147,8 +152,9 @@ def _write_checkpoint(tmp: Path, iteration: int, policy: Any, updater: Any, rng_
 
         main_tmp = _main_rank_path(tmp, policy.shard_ctx)
         sharding.save_sharded(main_tmp / SHARDED_DIR, policy.model, updater.optimizer, policy.shard_ctx)
-    policy.save(tmp / POLICY_DIR)
-    torch.save(updater.state_dict(), tmp / TRAINER_FILE)
+    if not _replica(policy):  # ddp: rank 0's weights and optimizer state are every rank's
+        policy.save(tmp / POLICY_DIR)
+        torch.save(updater.state_dict(), tmp / TRAINER_FILE)
     (tmp / RNG_FILE).write_text(json.dumps(rng_state), encoding="utf-8")
     files = sorted(p for p in tmp.rglob("*") if p.is_file())
     manifest = {
@@ -245,21 +251,45 @@ def load_checkpoint(path: Path, policy: Any, updater: Any) -> Restored:
     path = Path(path)
     if getattr(policy, "sharded", False):  # fsdp: weights and optimizer state from rank 0's shards
         _load_shards(path, policy, updater)
-    else:
+    elif not _replica(policy):
         try:
             policy.load_weights(path / POLICY_DIR)
         except (OSError, ValueError, RuntimeError) as exc:
             raise UsageError(f"corrupt checkpoint: cannot load weights from {path / POLICY_DIR} "
                              f"({exc})") from None
-    try:
-        updater.load_state_dict(torch.load(path / TRAINER_FILE, map_location="cpu", weights_only=True))
-    except (OSError, ValueError, RuntimeError, KeyError) as exc:
-        raise UsageError(f"corrupt checkpoint: cannot load {path / TRAINER_FILE} ({exc})") from None
+    if not _replica(policy):
+        try:
+            updater.load_state_dict(torch.load(path / TRAINER_FILE, map_location="cpu", weights_only=True))
+        except (OSError, ValueError, RuntimeError, KeyError) as exc:
+            raise UsageError(f"corrupt checkpoint: cannot load {path / TRAINER_FILE} ({exc})") from None
+    _replicas_from_main(policy, updater)
     try:
         rng_state = json.loads((path / RNG_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise UsageError(f"corrupt checkpoint: cannot read {path / RNG_FILE} ({exc})") from None
     return Restored(iteration=int(manifest["iteration"]), rng_state=rng_state, path=path)
+
+
+def _replica(policy: Any) -> bool:
+    """Whether this process is a data-parallel replica (ddp, rank > 0): its weights and optimizer state
+    are rank 0's, so its checkpoints hold only its own random states."""
+    from gagpo_cli.train import distributed
+
+    return distributed.current().rank > 0 and not getattr(policy, "sharded", False)
+
+
+def _replicas_from_main(policy: Any, updater: Any) -> None:
+    """ddp: rank 0's loaded weights and optimizer state to every rank (broadcasts: no shared filesystem
+    needed). Every rank calls it; one process or fsdp: nothing."""
+    from gagpo_cli.train import distributed
+
+    ctx = distributed.current()
+    if not ctx.enabled or getattr(policy, "sharded", False):
+        return
+    distributed.tensors_from_main(policy.trainable_parameters(), ctx)
+    state = distributed.state_from_main(updater.state_dict() if ctx.is_main else None, ctx)
+    if not ctx.is_main:
+        updater.load_state_dict(state)
 
 
 def _main_rank_path(path: Path, ctx: Any) -> Path:

@@ -98,6 +98,9 @@ def check_numbers(cfg: ExperimentConfig) -> None:
         if not math.isfinite(value) or value < low or (value == low and not low_ok):
             raise UsageError(f"{key} must be a finite number {'>=' if low_ok else '>'} {low:g} ({what}), "
                              f"got {value}")
+    if not 0 <= r.max_failed_share <= 1:
+        raise UsageError(f"rollout.max_failed_share must lie in [0, 1] (a share of an iteration's episodes), "
+                         f"got {r.max_failed_share}")
     if m.lora_dropout >= 1:
         raise UsageError(f"model.lora_dropout must be below 1 (a probability), got {m.lora_dropout}")
 

@@ -21,10 +21,10 @@ Contract (what makes N processes train exactly as one process on the same batch)
    computing its own rows of each, so the update is the one-process update with any
    ``optim.mini_batches``.
 
-Backends follow the policy's device (``backend_for``): ``nccl`` when the policy is on a GPU, ``gloo``
-when it is on the CPU, even where CUDA is visible (a CPU policy's gradients are CPU tensors, which
-NCCL rejects). One process is the plain path: ``Dist()`` (world size 1) makes every helper here a
-no-op.
+Backends follow the policy's device (``backend_for``): ``nccl`` (with gloo for CPU tensors) when the
+policy is on a GPU, ``gloo`` when it is on the CPU, even where CUDA is visible (a CPU policy's
+gradients are CPU tensors, which NCCL rejects). One process is the plain path: ``Dist()`` (world
+size 1) makes every helper here a no-op.
 
 Ranks agree on every decision that changes what they do next: ``agree_any`` / ``agree_stop`` (any
 rank's stop or failure is every rank's, at iteration and rollout-turn boundaries; the turns go on while
@@ -67,9 +67,14 @@ class Dist:
         return self.rank == 0
 
 
+GPU_BACKEND = "cpu:gloo,cuda:nccl"  # NCCL for GPU tensors; gloo for CPU ones (FSDP2's offloaded shards)
+
+
 def backend_for(policy_device: torch.device | str) -> str:
-    """The collective backend for a policy on ``policy_device``: ``nccl`` for a GPU, else ``gloo``."""
-    return "nccl" if torch.device(policy_device).type == "cuda" else "gloo"
+    """The collective backend for a policy on ``policy_device``: a GPU's collectives run on NCCL, with
+    gloo for CPU tensors (``model.offload_optimizer`` keeps FSDP2 shards on the CPU, and clipping or
+    gathering them is a collective on CPU tensors, which NCCL alone rejects); a CPU policy's on gloo."""
+    return GPU_BACKEND if torch.device(policy_device).type == "cuda" else "gloo"
 
 
 def init_from_env(policy_device: torch.device | str, timeout_minutes: float = 60.0) -> Dist:
@@ -81,7 +86,7 @@ def init_from_env(policy_device: torch.device | str, timeout_minutes: float = 60
         return Dist()
     if not dist.is_initialized():
         backend = backend_for(policy_device)
-        if backend == "nccl":
+        if "nccl" in backend:
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         dist.init_process_group(backend, timeout=datetime.timedelta(minutes=timeout_minutes))
     return Dist(rank=dist.get_rank(), world_size=dist.get_world_size())
@@ -129,7 +134,7 @@ def all_reduce_grads(params: Sequence[torch.nn.Parameter], ctx: Dist) -> None:
 
 def collective_device() -> torch.device:
     """Where a collective's tensors live: this rank's GPU under NCCL, else the CPU."""
-    return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+    return torch.device("cuda", torch.cuda.current_device()) if "nccl" in dist.get_backend() else torch.device("cpu")
 
 
 def sum_counts(values: Sequence[float], ctx: Dist) -> list[float]:
@@ -168,6 +173,65 @@ def from_main(obj: T, ctx: Dist) -> T:
     box: list[Any] = [obj]
     dist.broadcast_object_list(box, src=0)
     return box[0]
+
+
+@dataclass(frozen=True)
+class _TensorSlot:
+    """A tensor's place in a state sent by ``state_from_main``."""
+
+    index: int
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+
+def state_from_main(state: Any, ctx: Dist) -> Any:
+    """Rank 0's ``state`` (nested dicts, lists and tuples of tensors and picklable values, e.g. an
+    optimizer's ``state_dict``) on every rank, its tensors on the CPU: the structure goes by
+    ``from_main``, each tensor by its own broadcast on the collective device (never one pickle of
+    gigabytes). Every rank calls it; the other ranks' ``state`` is not read."""
+    if not ctx.enabled:
+        return state
+    tensors: list[torch.Tensor] = []
+
+    def strip(x: Any) -> Any:
+        if isinstance(x, torch.Tensor):
+            tensors.append(x)
+            return _TensorSlot(len(tensors) - 1, tuple(x.shape), x.dtype)
+        if isinstance(x, dict):
+            return {k: strip(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return type(x)(strip(v) for v in x)
+        return x
+
+    skeleton = from_main(strip(state) if ctx.is_main else None, ctx)
+    device = collective_device()
+
+    def fill(x: Any) -> Any:
+        if isinstance(x, _TensorSlot):
+            t = (tensors[x.index].detach().to(device).contiguous() if ctx.is_main
+                 else torch.empty(x.shape, dtype=x.dtype, device=device))
+            dist.broadcast(t, src=0)
+            return t.cpu()
+        if isinstance(x, dict):
+            return {k: fill(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return type(x)(fill(v) for v in x)
+        return x
+
+    return fill(skeleton)
+
+
+def tensors_from_main(tensors: Sequence[torch.Tensor], ctx: Dist) -> None:
+    """Rank 0's values of ``tensors`` (the same shapes on every rank, e.g. the trained parameters)
+    copied in place into every rank's, one broadcast each."""
+    if not ctx.enabled:
+        return
+    device = collective_device()
+    with torch.no_grad():
+        for t in tensors:
+            buffer = t.detach().to(device).contiguous()
+            dist.broadcast(buffer, src=0)
+            t.copy_(buffer.to(t.device))
 
 
 def agree_same(value: Any, what: str, ctx: Dist) -> Any:

@@ -6,7 +6,8 @@ its result (or its failure), so N processes evaluate once and every rank records
 would. The episodes are not sharded over ranks: the evaluation agent samples every episode's actions
 from one generator, so a sharded evaluation would draw other samples than one process. A sharded
 model (``model.parallel: fsdp``) cannot compute on one rank alone (every forward gathers the other
-ranks' shards): there every rank plays the same episodes, its engine's forwards in lock-step.
+ranks' shards): there every rank plays the same episodes, its engine's forwards in lock-step, and
+takes rank 0's actions at every turn (``LockStepAgent``), so no rank's episodes end on their own.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def evaluate_policy(cfg: ExperimentConfig, policy: Any, pool: Any, split: str,
     on rank 0 is raised there and stops the others with ``StoppedElsewhere``: no rank is left waiting."""
     ctx = ctx or Dist()
     if cfg.model.parallel == "fsdp" and ctx.enabled:  # every rank's forwards are needed (module docstring)
-        return play_evaluation(cfg, policy, pool, split)
+        return play_evaluation(cfg, policy, pool, split, ctx)
     evaluation, problem = None, None
     if ctx.is_main:
         try:
@@ -45,19 +46,37 @@ def evaluate_policy(cfg: ExperimentConfig, policy: Any, pool: Any, split: str,
     return evaluation
 
 
-def play_evaluation(cfg: ExperimentConfig, policy: Any, pool: Any, split: str) -> dict[str, Any]:
+def play_evaluation(cfg: ExperimentConfig, policy: Any, pool: Any, split: str,
+                    lock_step: Dist | None = None) -> dict[str, Any]:
     """Evaluate the policy at the evaluation temperature on ``train.eval_episodes`` episodes of
     ``split`` (the same tasks and seeds at every evaluation of a run:
     ``gagpo_cli.episodes.evaluation_specs``);
-    ``gagpo eval --policy <run>`` replays the last one."""
+    ``gagpo eval --policy <run>`` replays the last one. ``lock_step``: the ranks of a sharded model,
+    each playing the same episodes (``LockStepAgent``)."""
     began = time.perf_counter()
-    agent = ModelAgent.from_config(policy, cfg, name="training policy", seed=cfg.train.seed)
+    agent: Any = ModelAgent.from_config(policy, cfg, name="training policy", seed=cfg.train.seed)
+    if lock_step is not None and lock_step.enabled:
+        agent = LockStepAgent(agent, lock_step)
     specs = evaluation_specs(pool, split, cfg.train.eval_episodes, cfg.train.seed)
     episodes, env_steps, env_s = run_episodes(pool, agent, specs, batch_size=eval_batch_size(cfg),
                                               max_steps=cfg.train.eval_max_steps)
     summary = summarize(episodes, env_steps, env_s, pool.environment_info.task_types)
     return {"env": pool.environment_info.name, "split": split, "seed": cfg.train.seed, **summary,
             "per_episode": [dataclasses.asdict(e) for e in episodes], "seconds": time.perf_counter() - began}
+
+
+class LockStepAgent:
+    """An agent played by every rank of a sharded model on the same episodes: each turn every rank
+    generates (a sharded forward is a collective) and then every rank takes rank 0's actions, so the
+    episodes, and with them the number of turns and of ``generate`` calls, are the same on every rank
+    even where sampling differs by a bit between ranks (one collective per turn)."""
+
+    def __init__(self, agent: Any, ctx: Dist) -> None:
+        self.agent, self.ctx = agent, ctx
+        self.name = agent.name
+
+    def act(self, pool: Any, views: Any) -> list[str]:
+        return from_main(self.agent.act(pool, views), self.ctx)
 
 
 def write_eval_record(run_dir: Path, iteration: int, evaluation: dict[str, Any]) -> Path:

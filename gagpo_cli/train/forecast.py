@@ -29,6 +29,7 @@ from gagpo_cli.agents import SlotView
 from gagpo_cli.config import builtin_experiments
 from gagpo_cli.console import Heartbeat, progress_bar
 from gagpo_cli.episodes import choose_split
+from gagpo_cli.train.distributed import Dist, agree_stop
 from gagpo_cli.train.prompts import render_prompt
 
 PROBE_TOKENS = 6  # decode steps timed per calibration batch
@@ -85,14 +86,17 @@ def _step_s(engine: Any, prompt: list[int], rows: int) -> float:
     return max(total - first, 0.0) / max(longest - 1, 1)
 
 
-def calibrate(engine: Any, prompt_ids: list[int], batch: int, *, fast_s: float = PROBE_FAST_S) -> TurnCost:
+def calibrate(engine: Any, prompt_ids: list[int], batch: int, *, fast_s: float = PROBE_FAST_S,
+              ctx: Dist | None = None) -> TurnCost:
     """Measure ``engine.generate`` here (a few seconds; see ``TurnCost``).
 
     The prompt pass: copies of ``prompt_ids`` from 2 rows (1 if ``batch`` is 1), doubling up to
     ``batch`` while one pass takes under ``fast_s``. The decode step: a short prefix of the prompt
     (cheap to prefill) at 2 and ``min(batch, DECODE_ROWS)`` rows, 1 and 1 + ``PROBE_TOKENS`` tokens,
     after one warm-up call. Sampling uses its own generator and the global random states are
-    restored, so a run's numbers do not depend on the calibration."""
+    restored, so a run's numbers do not depend on the calibration. Under torchrun (``ctx``) the ranks
+    agree when to stop doubling (the first rank whose pass is slow enough stops them all): a sharded
+    model's every ``generate`` is a collective, so every rank must make as many."""
     prompt = list(prompt_ids)
     short = prompt[:DECODE_PREFIX]
     with torch.random.fork_rng(devices=[]):
@@ -100,7 +104,7 @@ def calibrate(engine: Any, prompt_ids: list[int], batch: int, *, fast_s: float =
         rows = min(batch, 2)
         while True:
             prefill, _ = _timed(engine, [prompt] * rows, 1)
-            if rows >= batch or prefill >= fast_s:
+            if agree_stop(rows >= batch or prefill >= fast_s, ctx or Dist()):
                 break
             rows = min(batch, rows * 2)
         small, large = min(batch, 2), min(batch, DECODE_ROWS)
@@ -205,7 +209,7 @@ def cpu_experiments() -> list[str]:
 
 
 def announce_forecast(cfg: Any, engine: Any, pool: Any, *, start: int, device: Any,
-                      say: Callable[[str], None] = print) -> Forecast | None:
+                      say: Callable[[str], None] = print, ctx: Dist | None = None) -> Forecast | None:
     """Calibrate on the run's own model and first prompt, print ``describe``'s line, return the
     forecast; None (and a line saying so) when the engine cannot generate (score mode) or the run
     has nothing left to do."""
@@ -218,7 +222,7 @@ def announce_forecast(cfg: Any, engine: Any, pool: Any, *, start: int, device: A
     split = choose_split(info, cfg.env.train_split, "env.train_split")
     prompt = first_turn_prompt(engine, pool, split, cfg.env.history)
     rows = cfg.rollout.tasks_per_batch * cfg.rollout.group_size
-    cost = calibrate(engine, prompt, rows)
+    cost = calibrate(engine, prompt, rows, ctx=ctx)
     forecast = forecast_run(cfg, cost, start=start, train_steps=cfg.env.max_steps or info.max_steps,
                        eval_steps=info.max_steps, machine_name=machine(device))
     say(describe(forecast, cpu_experiments()))

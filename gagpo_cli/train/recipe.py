@@ -3,7 +3,8 @@
 For each iteration:
   1. sample N task instances (deterministic in (seed, iteration)); K rollouts of each, same seed;
   2. roll out all N x K episodes together (``rollout.collect``, temperature 1.0, the rewards of
-     docs/algorithms.md#rewards-and-penalties);
+     docs/algorithms.md#rewards-and-penalties); failed episodes leave their groups (``acting.failures``:
+     never scored as zero; too many stop the run with the previous iteration's checkpoint);
   3. (ppo only) critic values V(s_t) of every step row;
   4. one advantage per step row from the registered estimator (docs/algorithms.md#gagpo to #baselines)
      on the ``StepBatch``;
@@ -39,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from environments.base import resolve_env_spec
 from gagpo_cli.config import ExperimentConfig
 from gagpo_cli.episodes import choose_split
 from gagpo_cli.errors import UsageError, user_input
@@ -47,6 +49,7 @@ from gagpo_cli.models import check_model_source, describe_model
 from gagpo_cli.threads import apply_threads
 from gagpo_cli.train import distributed
 from gagpo_cli.train.acting.engines import EngineError
+from gagpo_cli.train.acting.failures import EnvironmentFailures, check_failures, drop_failed
 from gagpo_cli.train.acting.modes import ActionMode, get_action_mode
 from gagpo_cli.train.acting.rollout import (
     RolloutInterrupted,
@@ -66,6 +69,7 @@ from gagpo_cli.train.checkpoint import (
 )
 from gagpo_cli.train.collector import loop_collector
 from gagpo_cli.train.config_checks import check_settings
+from gagpo_cli.train.determinism import apply_determinism
 from gagpo_cli.train.evaluation import evaluate_baseline, evaluate_policy, write_eval_record, write_final_eval
 from gagpo_cli.train.forecast import RunProgress, announce_forecast
 from gagpo_cli.train.memory_plan import check_before_training
@@ -96,13 +100,15 @@ def train(cfg: ExperimentConfig, *, resume: bool = False, policy: TrainablePolic
 
     with user_input():  # unknown names, refused options: one line listing the valid ones
         estimator = get_estimator(cfg.estimator.name, **cfg.estimator.options)
-        if env_pool is None:
+        if env_pool is None:  # `openenv:<url>`: the adapter's name, the url in its options
+            cfg.env.name, cfg.env.options = resolve_env_spec(cfg.env.name, cfg.env.options)
             plugins.load(plugins.ENVIRONMENTS, cfg.env.name)
     check_settings(cfg)
     mode = get_action_mode(cfg.rollout.action_mode)
     if policy is not None:
         mode.check_policy(policy, cfg.model.name)
     apply_threads(cfg.train.threads)  # before any model is built (oversubscription ruins CPU runs)
+    apply_determinism(cfg.train.deterministic)  # before any CUDA work (cuBLAS reads its setting once)
     if env_pool is None:
         cfg.env.options = mode.env_options(cfg.env.name, cfg.env.options)
     mode.check_engine(cfg.rollout.engine)  # e.g. vllm asked for but not installed: before any loading
@@ -160,7 +166,8 @@ def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, kind: PolicyKind,
     start = _restore(run_dir, policy, updater) if resume else 0
     engine = mode.open_engine(policy, cfg)  # generate: a rollout engine; score: the policy itself ranks
     progress.phase("measuring this machine's speed")
-    forecast = announce_forecast(cfg, engine, pool, start=start, device=getattr(policy, "device", "cpu"))
+    forecast = announce_forecast(cfg, engine, pool, start=start, device=getattr(policy, "device", "cpu"),
+                                 ctx=ctx)
     records = RunRecords(run_dir, wandb_mode=cfg.logging.wandb, project=cfg.logging.wandb_project,
                          run_name=run_dir.name, config=cfg.to_dict())
     evaluation: dict[str, Any] | None = None
@@ -175,7 +182,7 @@ def _train(cfg: ExperimentConfig, run_dir: Path, resume: bool, kind: PolicyKind,
                 try:
                     metrics = _iteration(cfg, iteration, mode, engine, pool, estimator, updater, train_tasks,
                                          stop, ctx)
-                except (RolloutInterrupted, EngineError) as exc:  # nothing changed yet: the previous state
+                except (RolloutInterrupted, EngineError, EnvironmentFailures) as exc:  # nothing changed yet
                     saved = _keep_previous(run_dir, iteration - 1, policy, updater, rng_before)
                     raise stopped_by(exc, run_dir, saved) from None
                 evaluation, failure = _after_update(cfg, run_dir, iteration, engine, pool, eval_split, metrics,
@@ -225,6 +232,14 @@ def _iteration(cfg: ExperimentConfig, iteration: int, mode: ActionMode, engine: 
     rollout = collect(engine, pool, tasks, settings, generator=torch.Generator().manual_seed(sampling_seed),
                       should_stop=lambda: stop.requested, ctx=ctx)  # ranks agree at every turn boundary
     rollout, own = distributed.gather_rollout(rollout, offset, ctx)  # the estimator sees the whole batch
+    release = getattr(engine, "release", None)  # an engine frees what generation holds (vLLM sleeps)
+    if release is not None:
+        release()
+    metrics: dict[str, float] = rollout.metrics("train", pool.environment_info.task_types)
+    # failed episodes leave their groups before the estimator (same on every rank: the whole batch)
+    rollout.rows, own, failures = drop_failed(rollout.rows, own)
+    check_failures(failures, len(rollout.rows), cfg.rollout.max_failed_share, iteration)
+    metrics.update(failures.metrics())
     rollout_s = time.perf_counter() - began
 
     began = time.perf_counter()
@@ -241,7 +256,6 @@ def _iteration(cfg: ExperimentConfig, iteration: int, mode: ActionMode, engine: 
             sample.value_target = float(advantages.returns[i])
     advantage_s = time.perf_counter() - began
 
-    metrics: dict[str, float] = rollout.metrics("train", pool.environment_info.task_types)
     metrics["train/step_rows"] = float(len(rollout.rows))
     metrics.update(advantages.diagnostics)
     metrics.update(updater.update(samples, own))  # this rank's rows of each mini-batch; gradients summed

@@ -20,7 +20,8 @@ Contract (on top of ``distributed.py``'s: each rank's loss share is divided by t
    counts are agreed with ``agreed_count`` and a rank with fewer runs ``idle_pass`` for the rest
    (zero gradient, same collectives); generation steps while ``any_busy`` says some rank still
    generates, an idle rank running ``idle_pass(model, backward=False)`` (the ``synced_gpus`` pattern
-   of transformers' ``generate``).
+   of transformers' ``generate``); inside ``gathered`` the units stay gathered after their first
+   forward, so a generation loop gathers once.
 4. Code that calls a sub-module (``model.get_decoder()``) or reads a root weight
    (``get_output_embeddings().weight``) instead of calling the model must run inside ``root_call``:
    the root unit's parameters are gathered around it and its gradients reduced in backward.
@@ -162,6 +163,31 @@ def is_sharded(model: nn.Module) -> bool:
     from torch.distributed.fsdp import FSDPModule
 
     return isinstance(causal_lm(model), FSDPModule)
+
+
+@contextlib.contextmanager
+def gathered(model: nn.Module) -> Iterator[None]:
+    """Every FSDP unit of a sharded ``model`` gathered by its first forward inside the block and kept
+    gathered to the end of it, then resharded: a generation loop gathers the weights (and, offloaded,
+    copies them to the GPU) once per ``generate``, not once per token. The whole model is held
+    gathered meanwhile (the memory plan's rollout part counts it). Collectives: each unit's gather at
+    the first forward, none after. Unsharded models: nothing."""
+    from torch.distributed.fsdp import FSDPModule
+
+    lm = causal_lm(model)
+    if not is_sharded(lm):
+        yield
+        return
+    units = [m for m in lm.modules() if isinstance(m, FSDPModule)]
+    for unit in units:
+        unit.set_reshard_after_forward(False, recurse=False)
+    try:
+        yield
+    finally:
+        for unit in units:
+            unit.reshard()
+            if unit is not lm:  # the root unit keeps FSDP2's own setting (it is not resharded after forward)
+                unit.set_reshard_after_forward(True, recurse=False)
 
 
 def root_call(model: nn.Module, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

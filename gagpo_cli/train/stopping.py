@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gagpo_cli.train.acting.engines.base import EngineError
+from gagpo_cli.train.acting.failures import EnvironmentFailures
 
 
 class TrainingInterrupted(Exception):
@@ -26,9 +27,10 @@ class TrainingInterrupted(Exception):
 
 
 class EngineCrashed(TrainingInterrupted):
-    """The rollout engine failed; ``checkpoint`` holds the newest state: the previous iteration's when
-    it failed mid-rollout, the current one's when it failed syncing weights or evaluating after the
-    update (the update is kept, that evaluation is lost)."""
+    """The rollout engine failed, or too many episodes' environments did (``EnvironmentFailures``);
+    ``checkpoint`` holds the newest state: the previous iteration's when it failed mid-rollout, the
+    current one's when it failed syncing weights or evaluating after the update (the update is kept,
+    that evaluation is lost)."""
 
     def __init__(self, run_dir: Path, checkpoint: Path, error: Exception) -> None:
         super().__init__(run_dir, checkpoint)
@@ -65,9 +67,10 @@ def stop_on_sigint() -> Iterator[StopFlag]:
 
 
 def stopped_by(cause: Exception | None, run_dir: Path, checkpoint: Path) -> TrainingInterrupted:
-    """What stops the run, ``checkpoint`` saved: ``EngineCrashed`` for this process's engine failure,
+    """What stops the run, ``checkpoint`` saved: ``EngineCrashed`` for this process's engine failure or
+    the environment's failures,
     ``TrainingInterrupted`` for Ctrl-C (``cause`` None or a plain interruption) or for a stop that
     another training process's failure decided (its message says so)."""
-    if isinstance(cause, EngineError):
+    if isinstance(cause, (EngineError, EnvironmentFailures)):
         return EngineCrashed(run_dir, checkpoint, cause)
     return TrainingInterrupted(run_dir, checkpoint, (str(cause) if cause else "") or "interrupted")

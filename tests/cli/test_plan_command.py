@@ -8,7 +8,7 @@ from support import run_cli
 
 from gagpo_cli.errors import UsageError
 from gagpo_cli.plan import parse_gpus, plan_table
-from gagpo_cli.train.memory_plan import GIB, SHAPES, PlanSettings, plan
+from gagpo_cli.train.memory_plan import GIB, SHAPES, PlanSettings, check, plan
 
 SEVEN_B = "Qwen/Qwen2.5-7B-Instruct"
 
@@ -24,8 +24,9 @@ def test_one_row_per_gpu_count_with_the_plans_figures():
                        [1, 2, 8], 80.0)
     rows = _rows(lines)
     assert sorted(rows) == [1, 2, 8]
-    expected = plan(SHAPES[SEVEN_B], PlanSettings(processes=8, parallel="fsdp", lora=False))
-    figures = [float(x) for x in rows[8][1:9]]
+    expected = plan(SHAPES[SEVEN_B], PlanSettings(processes=8, parallel="fsdp", lora=False, prompt_tokens=1024,
+                                                  rollout_rows=16 * 8, response_tokens=512, engine="auto"))
+    figures = [float(x) for x in rows[8][1:12]]
     assert figures == pytest.approx([round(v / GIB, 1) for v in (*expected.parts().values(), expected.exact,
                                                                  expected.total)], abs=0.051)
     assert rows[1][-1] == "no" and rows[8][-1] == ("yes" if expected.total <= 80 * GIB else "exact")
@@ -33,12 +34,13 @@ def test_one_row_per_gpu_count_with_the_plans_figures():
     assert advice[0].startswith("  1 GPU(s): model.parallel=fsdp on 2 processes")
     assert advice[-2].startswith("  8 GPU(s): model.activation_checkpointing=true (")
     two = next(line for line in advice if line.startswith("  2 GPU(s): "))
-    assert "optim.token_budget=" in two  # checkpointing alone does not fit 2 GPUs: a smaller micro-batch
+    # on 2 GPUs the hf rollout of 128 rows (KV cache, prompt pass, the gathered model) is the peak
+    assert "the rollout does not fit" in two and "rollout.tasks_per_batch" in two
 
 
 def test_ddp_replicates_so_more_gpus_do_not_help():
     rows = _rows(plan_table("alfworld-gagpo", [f"model.name={SEVEN_B}", "model.lora=false"], [1, 8], 80.0))
-    assert rows[1][1:9] == rows[8][1:9] and rows[8][-1] == "no"
+    assert rows[1][1:12] == rows[8][1:12] and rows[8][-1] == "no"
 
 
 def test_bad_gpu_counts_are_refused():
@@ -56,3 +58,20 @@ def test_the_command_prints_the_table_and_a_bad_input_exits_2_with_one_line():
     assert sorted(_rows(out.splitlines())) == [1, 2]
     code, _, err = run_cli(["plan", "alfworld-gagpo", "--gpu-gib", "-3"])
     assert code == 2 and err.strip().count("\n") == 0 and "--gpu-gib" in err
+
+
+def test_the_plan_prints_the_rollout_and_a_vllm_engines_share_and_the_refusal_counts_it():
+    one_5b = ["model.name=Qwen/Qwen2.5-1.5B-Instruct", "model.lora=false"]
+    hf = plan_table("alfworld-gagpo", [*one_5b, "rollout.engine=hf"], [1], 80.0, prompt_tokens=2048)
+    vllm = plan_table("alfworld-gagpo", [*one_5b, "rollout.engine=vllm",
+                                         "rollout.engine_options.gpu_memory_utilization=0.5"], [1], 80.0)
+    header = ["gpus", *hf[1].split()[1:]]
+    assert "rollout" in header and "vllm" in header and "128 rows of 2048 prompt + 512 new tokens" in hf[0]
+    hf_row, vllm_row = _rows(hf)[1], _rows(vllm)[1]
+    assert float(hf_row[header.index("rollout")]) > 10 and float(hf_row[header.index("vllm")]) == 0
+    assert float(vllm_row[header.index("vllm")]) == pytest.approx(40.0)  # half of the 80 GiB
+    assert float(vllm_row[header.index("rollout")]) == 0  # vLLM generates inside its share
+    shape = SHAPES["Qwen/Qwen2.5-1.5B-Instruct"]
+    check(shape, PlanSettings(lora=False), 60 * GIB, "1.5B")  # fits without an engine
+    with pytest.raises(UsageError, match=r"vLLM's 0.8 share \(48.0 GiB\)"):
+        check(shape, PlanSettings(lora=False, engine="vllm", engine_share=0.8), 60 * GIB, "1.5B")

@@ -1,11 +1,12 @@
 """Dependencies point down, and no module imports itself round a loop.
 
-Layers: ``gagpo_core`` < ``stats``, ``estimators``, ``environments`` < ``gagpo_cli``; a package may
-import its own layer and the ones below, never one above (the packages of one layer do not import each
-other). Inside ``gagpo_cli`` the same rule holds between its rooms (``CLI_ROOMS``, lowest first).
-``benchmarks/`` and ``testkit/`` import nothing from ``tests/``, and ``testkit/`` nothing from
-``benchmarks/``. The import graph is read from the source with ``ast``: top-level imports and those
-inside functions alike (a lazy import does not hide a cycle or an arrow back up from this test).
+Layers: ``gagpo_core`` < ``stats``, ``estimators``, ``environments`` < ``integrations`` (verl, OpenEnv)
+< ``gagpo_cli``; a package may import its own layer and the ones below, never one above (the packages
+of one layer do not import each other). Inside ``gagpo_cli`` the same rule holds between its rooms
+(``CLI_ROOMS``, lowest first). ``benchmarks/`` and ``testkit/`` import nothing from ``tests/``, and
+``testkit/`` nothing from ``benchmarks/``. The import graph is read from the source with ``ast``:
+top-level imports and those inside functions alike (a lazy import does not hide a cycle or an arrow
+back up from this test).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("gagpo_core", "stats", "estimators", "environments", "gagpo_cli")
-LAYER = {"gagpo_core": 0, "stats": 1, "estimators": 1, "environments": 1, "gagpo_cli": 2}
+PACKAGES = ("gagpo_core", "stats", "estimators", "environments", "integrations", "gagpo_cli")
+LAYER = {"gagpo_core": 0, "stats": 1, "estimators": 1, "environments": 1, "integrations": 2, "gagpo_cli": 3}
 # The rooms of gagpo_cli, lowest first: a module imports its own room and those below, never one above.
 # "pkg.*" is a subpackage and everything in it; any other name is one module. Every module is in one room.
 CLI_ROOMS: list[tuple[str, tuple[str, ...]]] = [
@@ -30,7 +31,7 @@ CLI_ROOMS: list[tuple[str, tuple[str, ...]]] = [
     # what the training rooms below share: processes, sharding, prompts, checkpoints, records
     ("train: shared", ("gagpo_cli.train", "gagpo_cli.train.distributed", "gagpo_cli.train.sharding",
                        "gagpo_cli.train.prompts", "gagpo_cli.train.checkpoint", "gagpo_cli.train.config_match",
-                       "gagpo_cli.train.records")),
+                       "gagpo_cli.train.records", "gagpo_cli.train.determinism")),
     ("train: policies", ("gagpo_cli.train.policies.*",)),
     ("train: learning", ("gagpo_cli.train.learning.*",)),
     ("train: acting", ("gagpo_cli.train.acting.*",)),
@@ -43,7 +44,7 @@ CLI_ROOMS: list[tuple[str, tuple[str, ...]]] = [
     ("report", ("gagpo_cli.report.*",)),  # reads a sweep's state one way
     # the commands that are not a room of their own, and the app that dispatches them all
     ("app", ("gagpo_cli.app", "gagpo_cli.evaluate", "gagpo_cli.eval_checks", "gagpo_cli.export", "gagpo_cli.plan",
-             "gagpo_cli.play", "gagpo_cli.listing")),
+             "gagpo_cli.play", "gagpo_cli.listing", "gagpo_cli.serve")),
 ]
 LIBRARIES = ["estimators", "estimators.gagpo", "estimators.gigpo", "estimators.ppo", "environments",
              "environments.pool", "environments.webshop", "environments.webshop.generate_catalog",

@@ -20,7 +20,7 @@ def test_every_module_spawning_processes_or_ray_is_in_the_heavy_group():
     assert spawning and spawning <= conftest.HEAVY_MODULES, spawning - conftest.HEAVY_MODULES
 
 
-def test_every_sweep_of_two_jobs_and_the_gpu_check_are_in_the_heavy_group():
-    # a sweep of --jobs 2 trains twice at once; scripts/gpu_check.sh --cpu starts 2 gloo processes
-    two_at_once = _modules_containing('"--jobs", "2"', "gpu_check.sh")
+def test_every_sweep_of_two_jobs_is_in_the_heavy_group():
+    # a sweep of --jobs 2 trains twice at once
+    two_at_once = _modules_containing('"--jobs", "2"')
     assert two_at_once and two_at_once <= conftest.HEAVY_MODULES | set(conftest.HEAVY_TESTS)

@@ -18,8 +18,9 @@ from gagpo_cli.train import distributed
 
 def test_backend_follows_the_policy_device():
     assert distributed.backend_for("cpu") == "gloo"
-    assert distributed.backend_for(torch.device("cuda", 1)) == "nccl"
-    assert distributed.backend_for("cuda") == "nccl"
+    # GPU tensors on NCCL, CPU tensors (FSDP2 shards offloaded to the CPU) on gloo
+    assert distributed.backend_for(torch.device("cuda", 1)) == "cpu:gloo,cuda:nccl"
+    assert distributed.backend_for("cuda") == "cpu:gloo,cuda:nccl"
 
 
 def _free_port() -> int:

@@ -27,6 +27,7 @@ class EchoEngine:
     label = "Echo"
     description = "echoes the prompt's last token"
     needs_folder = False
+    one_process = False
     auto_priority = 0  # set by the tests
     setup = "pip install echo"
     missing: str | None = None  # what problem() reports (set by the tests)
@@ -51,6 +52,9 @@ class EchoEngine:
     def sync(self) -> None:
         """Nothing to sync."""
 
+    def release(self) -> None:
+        """Nothing to free."""
+
     def close(self) -> None:
         """Nothing to release."""
 
@@ -60,8 +64,9 @@ def test_every_engine_declares_how_it_is_built_and_checked():
     for name in engine_names():
         engine = engine_class(name)
         assert engine.label and engine.description and isinstance(engine.needs_folder, bool)
+        assert isinstance(engine.one_process, bool)
         assert isinstance(engine.setup, str) and callable(engine.problem) and callable(engine.open)
-        for method in ("chat_prompt", "generate", "sync", "close"):
+        for method in ("chat_prompt", "generate", "sync", "release", "close"):
             assert callable(getattr(engine, method, None)), (name, method)
     assert auto_preference() == ["vllm", "hf"]
     last = engine_class(auto_preference()[-1])  # auto's last resort acts for any model here
@@ -93,3 +98,17 @@ def test_a_new_engine_is_one_class_and_one_entry_point(echo, monkeypatch):
     assert choose_engine("auto", "tiny-random") == ("hf", "auto: echo is not installed")
     monkeypatch.setattr(EchoEngine, "missing", None)
     assert choose_engine("auto", "tiny-random") == ("echo", "auto: Echo is installed")
+
+
+def test_an_engine_of_one_process_is_refused_under_torchrun_and_auto_passes_it_by(echo, monkeypatch):
+    assert engine_class("vllm").one_process and not engine_class("hf").one_process
+    monkeypatch.setattr(EchoEngine, "one_process", True)
+    monkeypatch.setattr(EchoEngine, "auto_priority", 3)  # auto's first choice
+    assert choose_engine("auto", "tiny-random") == ("echo", "auto: Echo is installed")  # one process
+    monkeypatch.setenv("WORLD_SIZE", "2")  # torchrun with two processes
+    for name in ("echo", "vllm"):
+        with pytest.raises(UsageError, match=f"rollout.engine={name}: .* one training process only, and torchrun "
+                                             "started 2 .*; use rollout.engine=hf"):
+            check_engine(name)
+    name, reason = choose_engine("auto", "tiny-random")
+    assert name == "hf" and "one training process only" in reason

@@ -1,12 +1,15 @@
 """``model.parallel: fsdp`` in the trainer: two gloo processes with the tiny policy sharded (FSDP2) make
 the one-process update (LoRA and full fine-tuning with its sharded reference copy, one and two
-mini-batches, a rank without rows included), generate in lock-step what one process generates, save /
+mini-batches, a rank without rows included), agree on every count that decides how many collectives
+run (the calibration's probe size, an evaluation's turns) even when one rank's timer or sampling
+differs, generate in lock-step what one process generates (gathering the weights once), save /
 resume sharded checkpoints that continue exactly as the uninterrupted run, and ``gagpo train`` under
 torchrun's variables resumes a sharded run to the metrics of the uninterrupted one."""
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import socket
 from pathlib import Path
 
@@ -17,6 +20,7 @@ import torch.multiprocessing as mp
 from support import random_generate_batch
 from tiny_model import tiny_policy
 
+from environments.base import Environment, Episode, Reset, Step
 from estimators import get_estimator
 from gagpo_cli.config import ModelConfig, OptimConfig
 from gagpo_cli.train import sharding
@@ -123,12 +127,86 @@ def _train_runs(rank: int, port: int, out_dir: Path) -> None:
             train(cfg, policy=tiny_policy(LORA), env_pool=pool, resume=resume)
 
 
+class ParityEpisode(Episode):
+    """Ends when the answer has an even number of characters: sampling decides each episode's length."""
+
+    def reset(self, split: str, task_id: int, seed: int = 0) -> Reset:
+        return Reset("Say something.", (), "say", "start", "say something", task_id)
+
+    def step(self, action: str) -> Step:
+        return Step("Go on.", 0.0, len(action) % 2 == 0, False, 0.0, True, (), "on")
+
+    def expert_action(self) -> str:
+        return "ok"
+
+
+class ParityEnvironment(Environment):
+    name = "parity"
+    description = "episodes whose length follows the sampled answers (lock-step tests)"
+    max_steps = 5
+    task_types = ("say",)
+    splits = ("test",)
+    reads_answers = True  # the whole answer reaches step()
+
+    def num_tasks(self, split: str) -> int:
+        return 4
+
+    def new_episode(self) -> ParityEpisode:
+        return ParityEpisode()
+
+
+def _lock_step_decisions(ctx: Dist) -> dict:
+    """Counts that decide how many collectives run, with each rank's timer or sampling perturbed: the
+    calibration's doubling (rank 1's prompt pass always 'slow enough') and a sharded evaluation whose
+    agents sample with each rank's own seed. Neither may hang; both end the same on every rank."""
+    from environments.pool import EnvPool
+    from gagpo_cli.config import load_config
+    from gagpo_cli.train.evaluation import evaluate_policy
+    from gagpo_cli.train.forecast import calibrate
+
+    policy = tiny_policy(LORA)
+    policy.shard(ctx, FSDP)
+    cost = calibrate(policy, PROMPTS[2], 8, fast_s=1e9 if ctx.rank == 0 else 0.0, ctx=ctx)
+    cfg = load_config(None, ["model.name=tiny-random", "model.parallel=fsdp", "env.name=parity",
+                             "train.eval_episodes=4", "rollout.tasks_per_batch=2", "rollout.group_size=2",
+                             "rollout.eval_temperature=1.0", "rollout.max_new_tokens=5",
+                             f"train.seed={ctx.rank}"])  # each rank samples other answers
+    with EnvPool.from_environment(ParityEnvironment()) as pool:
+        evaluation = evaluate_policy(cfg, policy, pool, "test", ctx)
+    return {"rows": cost.rows, "lengths": [e["length"] for e in evaluation["per_episode"]],
+            "gathers": _gathers_in_generate(policy, ctx)}
+
+
+def _gathers_in_generate(policy, ctx: Dist) -> tuple[int, int]:
+    """(FSDP units, unit gathers made by one sampled ``generate`` of 9 tokens on rows that stop at
+    different steps): FSDP2's parameter-group unshards that gathered."""
+    from torch.distributed.fsdp import FSDPModule
+    from torch.distributed.fsdp._fully_shard._fsdp_param_group import FSDPParamGroup
+
+    original, count = FSDPParamGroup.unshard, [0]
+
+    def counting(self, *args, **kwargs):
+        count[0] += not (self.is_unsharded or self._all_gather_result is not None)
+        return original(self, *args, **kwargs)
+
+    FSDPParamGroup.unshard = counting
+    try:
+        policy.generate(PROMPTS[: 1 + ctx.rank], temperature=1.0, max_new_tokens=9,
+                        generator=torch.Generator().manual_seed(ctx.rank))
+    finally:
+        FSDPParamGroup.unshard = original
+    units = sum(isinstance(m, FSDPModule) for m in sharding.causal_lm(policy.model).modules())
+    return units, count[0]
+
+
 def _worker(rank: int, port: int, out: str) -> None:
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    # a rank left waiting in a collective fails after two minutes instead of hanging the suite
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
+                            timeout=datetime.timedelta(seconds=120))
     try:
         ctx = Dist(rank, 2)
-        results: dict = {}
+        results: dict = {"lock_step": gather(_lock_step_decisions(ctx), ctx)}
         for kind, split, mini_batches in UPDATE_CASES:
             results[kind, split, mini_batches] = _update(kind, split, mini_batches, ctx)
         # Lock-step generation: rank 0 has all three prompts and rank 1 none, then one each with lengths
@@ -173,6 +251,15 @@ def test_a_sharded_update_is_the_one_process_update(two_ranks, kind, split, mini
     for key in ("actor/pg_loss", "actor/kl", "actor/entropy", "actor/grad_norm", "actor/clipfrac",
                 "actor/rollout_probs_diff_max", "actor/update_rows"):
         assert metrics[key] == pytest.approx(one_metrics[key], rel=1e-4, abs=1e-6), key
+
+
+def test_counts_that_decide_collectives_are_agreed_by_the_ranks(two_ranks):
+    rank0, rank1 = two_ranks["lock_step"]
+    assert rank0["rows"] == rank1["rows"] == 2  # rank 1's slow prompt pass stopped the doubling for both
+    assert rank0["lengths"] == rank1["lengths"]  # every rank took rank 0's actions at every turn
+    assert len(set(rank0["lengths"])) > 1  # sampling did decide the episodes' lengths
+    for units, gathers in (rank0["gathers"], rank1["gathers"]):  # one generate: each unit gathered once
+        assert units == 3 and gathers == units  # two decoder layers and the root unit
 
 
 def test_generation_runs_in_lock_step_and_equals_one_process(two_ranks):

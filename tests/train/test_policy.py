@@ -176,6 +176,7 @@ def test_device_and_precision_settings():
         resolve_device("tpu-ish")
     assert resolve_precision("float32", torch.device("cpu"), True) == (torch.float32, None)
     assert resolve_precision("bfloat16", torch.device("cpu"), True) == (torch.bfloat16, None)
+    assert resolve_precision("bfloat16", torch.device("cpu"), False) == (torch.float32, torch.bfloat16)
     assert resolve_precision("auto", torch.device("cuda"), True) == (torch.bfloat16, torch.bfloat16)
     assert resolve_precision("auto", torch.device("cuda"), False) == (torch.float32, torch.bfloat16)
     bf16_cpu = (torch.bfloat16, torch.bfloat16) if cpu_supports_bf16() else (torch.float32, None)

@@ -174,3 +174,17 @@ def test_react_agent_generates_through_vllm(model_dir, tmp_path):
     assert result["agent"] == "react" and len(result["per_episode"]) == 2
     for record in result["per_episode"]:
         assert 1 <= len(record["steps"]) <= 2 and all("thought" in s and "action" in s for s in record["steps"])
+
+
+def test_opening_the_engine_leaves_the_trainers_random_state(model_dir):
+    """vLLM seeds python, numpy and torch with its own seed; the run's generators must not change."""
+    from gagpo_cli.train.checkpoint import capture_rng
+
+    policy = _policy(model_dir, lora=False)
+    torch.manual_seed(1234)
+    before = capture_rng()
+    engine = VLLMEngine(policy, model_dir)
+    try:
+        assert capture_rng() == before
+    finally:
+        engine.close()

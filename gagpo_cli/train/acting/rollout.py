@@ -26,11 +26,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import torch
 
+from environments.base import EnvironmentUnavailable
+from environments.pool import EnvWorkerError
 from gagpo_cli.agents import SlotView
 from gagpo_cli.console import progress_bar
 from gagpo_cli.episodes import EpisodeRecord, record_of, summarize
 from gagpo_cli.train.acting.decision import Decision, Generated, Ranked
 from gagpo_cli.train.acting.engines.base import EngineError
+from gagpo_cli.train.acting.failures import EnvironmentFailures
 from gagpo_cli.train.acting.modes import Acting, ActionMode, get_action_mode
 from gagpo_cli.train.distributed import Dist, agree_any
 
@@ -67,6 +70,8 @@ class StepRow:
     response_length: int = 0  # StepBatch.response_lengths: response tokens (score mode: Decision.length)
     entropy: float | None = None  # StepBatch.entropies: mean token entropy at the rollout temperature
     next_state_key: str = ""  # StepBatch.next_state_keys: key of the state the environment returned
+    crashed: bool = False  # the environment failed on this step: the episode failed (acting.failures)
+    error: str = ""  # what the environment said when it failed
 
 
 @dataclass
@@ -207,8 +212,7 @@ def collect(
     out = Rollout()
     env_name = pool.environment_info.name
     started = time.perf_counter()
-    resets = pool.reset([(t.split, t.task_id, t.seed) for t in tasks])
-    views = [SlotView.start(i, r) for i, r in enumerate(resets)]
+    views = [SlotView.start(i, r) for i, r in enumerate(_start(pool, tasks))]
     out.env_s += time.perf_counter() - started
     live = list(range(len(tasks)))
     ctx = ctx or Dist()
@@ -240,6 +244,14 @@ def collect(
             advance()
     out.episodes = [record_of(task.task_id, view) for task, view in zip(tasks, views, strict=True)]
     return out
+
+
+def _start(pool: Any, tasks: Sequence[TaskSpec]) -> list[Any]:
+    """The pool's ``Reset`` of every task; ``EnvironmentFailures`` when the environment cannot start them."""
+    try:
+        return pool.reset([(t.split, t.task_id, t.seed) for t in tasks])
+    except (EnvWorkerError, EnvironmentUnavailable) as exc:  # no episode could start: all of them failed
+        raise EnvironmentFailures(f"environment failures: the environment could not start the episodes: {exc}") from exc
 
 
 @dataclass(frozen=True)
@@ -295,6 +307,7 @@ def _step_row(task: TaskSpec, traj_id: int, step_index: int, state_key: str, d: 
         terminated=step.done and not step.crashed,  # a budget cut or an engine crash is not an end
         valid=step.valid and not malformed, malformed=malformed, truncated=d.truncated,
         response_length=d.length, entropy=d.entropy, next_state_key=step.state_key,
+        crashed=step.crashed, error=step.extra.get("error", "") if step.crashed else "",
     )
 
 

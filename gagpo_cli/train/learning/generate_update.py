@@ -74,7 +74,8 @@ class GenerateUpdater(PolicyUpdater):
 
     def _forward(self, batch: Any, *, with_state: bool) -> TokenPass:
         out = self.policy.forward(batch, with_entropy=True, with_prompt_hidden=with_state,
-                                  temperature=self.temperature)
+                                  temperature=self.temperature,
+                                  entropy_grad=self.cfg.entropy_coef > 0)  # else a metric only
         return TokenPass(out.logprobs, out.entropy, out.prompt_hidden)
 
     def _loss(self, batch: Any, out: TokenPass, old: torch.Tensor, ref: torch.Tensor | None,

@@ -278,19 +278,21 @@ class PolicyUpdater:
     def _micro_batch(self, work: UpdatePlan, k: int, denom: Denominators, seen: Denominators,
                      add: Callable[[str, float], None]) -> torch.Tensor:
         """Forward and backward of micro-batch ``k``'s loss share; returns the log pi_old it used."""
+        # Backward stays in training mode: a checkpointed layer is recomputed in backward, under the mode
+        # (LoRA dropout on) its forward ran in, or it would save other tensors (CheckpointError).
         with self.policy.train_mode():
             out = self._forward(work.batches[k], with_state=self.critic is not None)
-        old = work.old_logps[k] if work.old_logps is not None else out.logprobs.detach()
-        ref = work.ref_logps[k] if work.ref_logps is not None else None
-        shares = self._loss(work.batches[k], out, old, ref, work.advantages[k], denom, seen)
-        shares.loss.backward()
-        for key in LOSS_METRICS:
-            add(f"actor/{key}", getattr(shares, key))
-        if self.ratio_mode == "token":
-            add("actor/dual_clipfrac", shares.dual_clipfrac)
-        if self.critic is not None:
-            old_values = work.old_values[k] if work.old_values is not None else None
-            self._value_loss_share(out.state, old_values, work.targets[k], denom, add)
+            old = work.old_logps[k] if work.old_logps is not None else out.logprobs.detach()
+            ref = work.ref_logps[k] if work.ref_logps is not None else None
+            shares = self._loss(work.batches[k], out, old, ref, work.advantages[k], denom, seen)
+            shares.loss.backward()
+            for key in LOSS_METRICS:
+                add(f"actor/{key}", getattr(shares, key))
+            if self.ratio_mode == "token":
+                add("actor/dual_clipfrac", shares.dual_clipfrac)
+            if self.critic is not None:  # its loss backpropagates into the policy's hidden state too
+                old_values = work.old_values[k] if work.old_values is not None else None
+                self._value_loss_share(out.state, old_values, work.targets[k], denom, add)
         return old
 
     def _missing_passes(self, planned: int) -> int:

@@ -3,9 +3,12 @@ the training forward (response-token log-probs) and the weights. It acts in both
 (``lm_generate.GenerationMixin``) and score (``lm_score.ScoringMixin``); docs/algorithms.md#gagpo.
 
 Precision (``dtype: auto``), on a GPU or a CPU with native bf16 (AVX512-BF16 / AMX): a LoRA base is
-stored in bf16 (adapters float32), a fully trained model in float32, and bf16 autocast runs the
-matmuls; elsewhere everything is float32. The output projection that produces training log-probs
-always runs in float32 outside autocast, so ratios and KL are not bf16-rounded.
+stored in bf16 (adapters float32), a fully trained model in float32 with its frozen reference copy in
+bf16 (it is only ever computed under autocast; a bf16 checkpoint such as Qwen2.5's holds it exactly),
+and bf16 autocast runs the matmuls; elsewhere everything is float32. ``dtype: bfloat16`` asks for
+bf16 on any device, but trained weights are never stored in bf16 (``resolve_precision``). The output
+projection that produces training log-probs always runs in float32 outside autocast, so ratios and
+KL are not bf16-rounded.
 
 Under ``model.parallel: fsdp`` (``shard``) the model and its reference copy are sharded over the torchrun
 processes (``train/sharding.py``): the spans that call the decoder and read the output projection
@@ -78,11 +81,14 @@ def cpu_supports_bf16() -> bool:
 
 
 def resolve_precision(dtype: str, device: torch.device, lora: bool) -> tuple[torch.dtype, torch.dtype | None]:
-    """(weight dtype, autocast dtype or None) for the ``model.dtype`` setting."""
+    """(weight dtype, autocast dtype or None) for the ``model.dtype`` setting. Trained weights are never
+    stored in bf16: ``bfloat16`` with full fine-tuning keeps float32 master weights and computes under
+    bf16 autocast (an AdamW step of lr 1e-6 is below bf16's resolution of most weights: bf16 weights
+    updated in place would barely move); with LoRA the frozen base is bf16, the adapters float32."""
     if dtype == "float32":
         return torch.float32, None
     if dtype == "bfloat16":
-        return torch.bfloat16, None
+        return (torch.bfloat16, None) if lora else (torch.float32, torch.bfloat16)
     if dtype != "auto":
         raise ValueError(f"model.dtype '{dtype}' is not one of auto, float32, bfloat16")
     if device.type == "cuda" or cpu_supports_bf16():
@@ -122,7 +128,6 @@ class Policy(GenerationMixin, ScoringMixin):
         self.autocast_dtype = autocast_dtype
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.eos_ids = self._eos_ids()
-        self.cache_arg, self.keep_arg = forward_kwarg_names(self.base_model)
         self.decoder_cache_arg = forward_kwarg_names(self.base_model.get_decoder())[0]
         self.final_logits = final_logits_map(self.base_model, cfg.name)  # e.g. Gemma-2's soft-capping
         self.shard_ctx = Dist()  # the processes the model is sharded over (``shard``); one: not sharded
@@ -175,6 +180,8 @@ class Policy(GenerationMixin, ScoringMixin):
                                      f"{str(exc).splitlines()[0]}") from None
             else:
                 reference = copy.deepcopy(model).eval()
+                if autocast_dtype == torch.bfloat16:  # it computes under bf16 autocast: half the memory
+                    reference.to(torch.bfloat16)
                 for p in reference.parameters():
                     p.requires_grad_(False)
         model.eval()  # dropout only when a LoRA dropout is set and we train (see train_mode)
@@ -263,11 +270,13 @@ class Policy(GenerationMixin, ScoringMixin):
                           response_mask=response_mask.to(self.device), prompt_last=(prompt_lens - 1).to(self.device))
 
     def forward(self, batch: MicroBatch, *, reference: bool = False, with_entropy: bool = False,
-                with_prompt_hidden: bool = False, temperature: float = 1.0) -> ForwardOutput:
+                with_prompt_hidden: bool = False, temperature: float = 1.0,
+                entropy_grad: bool = True) -> ForwardOutput:
         """Log-probs of the response tokens (and optionally their entropy and the prompt's last hidden
         state) under the policy or, with ``reference=True``, the reference policy, at ``temperature``:
         softmax(logits / T), the distribution the rollout sampled from (as verl's actor divides its
-        logits by the rollout temperature). Gradients flow unless the caller disables them."""
+        logits by the rollout temperature). Gradients flow unless the caller disables them;
+        ``entropy_grad=False``: the entropy is a value only (no (B, R, vocab) graph kept for it)."""
         if temperature <= 0:
             raise ValueError(f"log-probs need a temperature > 0, got {temperature}")
         def hidden_and_logits(model: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
@@ -286,7 +295,8 @@ class Policy(GenerationMixin, ScoringMixin):
         logprobs = log_dist.gather(-1, batch.targets[..., None]).squeeze(-1) * batch.response_mask
         entropy = None
         if with_entropy:
-            entropy = -(log_dist.exp() * log_dist).sum(-1) * batch.response_mask
+            with torch.set_grad_enabled(torch.is_grad_enabled() and entropy_grad):
+                entropy = -(log_dist.exp() * log_dist).sum(-1) * batch.response_mask
         prompt_hidden = None
         if with_prompt_hidden:
             rows = torch.arange(hidden.shape[0], device=hidden.device)
@@ -306,7 +316,8 @@ class Policy(GenerationMixin, ScoringMixin):
         return hidden[torch.arange(len(prompts), device=self.device), last].float()
 
     def train_mode(self) -> contextlib.AbstractContextManager[None]:
-        """Training mode (LoRA dropout active) for the duration of a gradient pass."""
+        """Training mode (LoRA dropout active) for the duration of a gradient pass, its backward included
+        (an activation-checkpointed layer is recomputed there and must see the mode of its forward)."""
         return training(self.model)
 
     # ------------------------------------------------------------------------------ weights

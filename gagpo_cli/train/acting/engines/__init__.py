@@ -8,22 +8,25 @@ An engine is the acting side of a ``Policy``. It offers exactly what ``rollout.d
   ``max_new_tokens`` (``truncated``);
 
 plus ``sync()``, called after every policy update (and after a resume) so that the next generation
-uses the new weights, and ``close()``. Training (log-probs, gradients, checkpoints) always stays with
-the ``Policy``, so records are the same whichever engine generated.
+uses the new weights, ``release()``, called between a rollout and the update (an engine frees the GPU
+memory generation holds until the next ``sync``), and ``close()``. Training (log-probs, gradients,
+checkpoints) always stays with the ``Policy``, so records are the same whichever engine generated.
 
 Engines (``rollout.engine``), the ``gagpo.engines`` entry points:
 - ``hf``: the policy's own batched transformers generation (``engines/hf.py``, ``Policy.generate``);
 - ``vllm``: vLLM's offline ``LLM`` engine in the trainer's process (``engines/vllm.py``), needs vLLM;
+  one training process only (refused under torchrun);
 - ``auto``: of the engines that declare an ``auto_priority`` (vllm 2, hf 1), the highest usable for this
   model (``vllm`` where vLLM is installed and the model is a folder, else ``hf``); says which and why.
 
 Adding an engine is one class and one entry point: a class with the surface ``base.RolloutEngine``
-names (``label``, ``needs_folder``, ``setup``, ``problem()``, ``open(...)`` and the acting methods,
-optionally ``auto_priority``), registered under ``gagpo.engines``.
+names (``label``, ``needs_folder``, ``setup``, ``one_process``, ``problem()``, ``open(...)`` and the
+acting methods, optionally ``auto_priority``), registered under ``gagpo.engines``.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -71,13 +74,29 @@ def model_folder(name: str) -> Path | None:
     return path if (path / "config.json").is_file() else None
 
 
+def _torchrun_processes() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def _one_process_only(engine: type[RolloutEngine]) -> str | None:
+    """Why ``engine`` cannot act in this torchrun job, or None (see ``RolloutEngine.one_process``)."""
+    processes = _torchrun_processes()
+    if getattr(engine, "one_process", False) and processes > 1:
+        return (f"{engine.label} acts in one training process only, and torchrun started {processes} "
+                "(each would start its engine on the first GPU)")
+    return None
+
+
 def check_engine(requested: str) -> None:
-    """Early check of ``rollout.engine`` (before any model is loaded): an unknown name, or an engine
-    that cannot run here (``vllm`` without a usable vLLM), is a ``UsageError``; the latter carries the
-    setup line to run."""
+    """Early check of ``rollout.engine`` (before any model is loaded): an unknown name, an engine that
+    acts in one process under torchrun, or an engine that cannot run here (``vllm`` without a usable
+    vLLM) is a ``UsageError``; the last carries the setup line to run."""
     if requested == "auto":
         return
     engine = engine_class(requested)
+    several = _one_process_only(engine)
+    if several is not None:
+        raise UsageError(f"rollout.engine={requested}: {several}; use rollout.engine=hf")
     problem = engine.problem()
     if problem is not None:
         raise UsageError(f"rollout.engine={requested}: {problem}; set it up with `{engine.setup}` "
@@ -87,7 +106,7 @@ def check_engine(requested: str) -> None:
 def _unusable(name: str, model_name: str) -> str | None:
     """Why engine ``name`` cannot act for model ``model_name`` here, or None when it can."""
     engine = engine_class(name)
-    problem = engine.problem()
+    problem = _one_process_only(engine) or engine.problem()
     if problem is None and engine.needs_folder and model_folder(model_name) is None:
         problem = f"model '{model_name}' is not a folder {engine.label} can load"
     return problem

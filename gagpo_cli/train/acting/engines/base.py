@@ -30,15 +30,17 @@ class ActingEngine(Protocol):
 class RolloutEngine(Protocol):
     """What generates actions in generate mode (see ``engines/__init__.py``). The class declares how to
     build it: ``label`` (its name in messages), ``needs_folder`` (it loads the model from its folder,
-    not from the policy's memory), ``setup`` (the command that installs what it needs), ``problem()``
-    (why it cannot run in this environment, None when it can) and ``open(policy, folder, options)``;
-    optionally ``auto_priority`` (``rollout.engine: auto`` tries the engines declaring one above 0,
+    not from the policy's memory), ``setup`` (the command that installs what it needs), ``one_process``
+    (it acts in a single training process only: refused under torchrun, where ``auto`` passes it by),
+    ``problem()`` (why it cannot run in this environment, None when it can) and ``open(policy, folder,
+    options)``; optionally ``auto_priority`` (``rollout.engine: auto`` tries the engines declaring one above 0,
     highest first; default 0: only by name). Its name is its ``gagpo.engines`` entry point's."""
 
     label: ClassVar[str]
     description: ClassVar[str]  # one line for ``gagpo list engines``
     needs_folder: ClassVar[bool]
     setup: ClassVar[str]
+    one_process: ClassVar[bool]
 
     @staticmethod
     def problem() -> str | None:
@@ -63,6 +65,11 @@ class RolloutEngine(Protocol):
 
     def sync(self) -> None:
         """Take the policy's current weights; called after every update and after a resume."""
+        ...
+
+    def release(self) -> None:
+        """Free the GPU memory generation holds until the next ``sync`` (called between a rollout and
+        the update)."""
         ...
 
     def close(self) -> None:

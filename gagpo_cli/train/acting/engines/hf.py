@@ -20,6 +20,7 @@ class HFEngine:
     auto_priority: ClassVar[int] = 1  # auto's last resort: it acts for any generating policy here
     needs_folder: ClassVar[bool] = False  # generates with the policy's own model in memory
     setup: ClassVar[str] = ""
+    one_process: ClassVar[bool] = False  # every torchrun process generates with its own policy
 
     def __init__(self, policy: Any) -> None:
         self.policy = policy
@@ -53,6 +54,9 @@ class HFEngine:
 
     def sync(self) -> None:
         """Nothing to do: the engine generates with the trained weights themselves."""
+
+    def release(self) -> None:
+        """Nothing to free: generation's KV cache lives only inside ``generate``."""
 
     def close(self) -> None:
         """Nothing to release."""

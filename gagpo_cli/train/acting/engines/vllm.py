@@ -20,9 +20,15 @@ greedy; each request's seed is drawn from the caller's ``torch.Generator``, so a
 reproducible for a given generator state (vLLM's samples differ from the hf engine's). Prompts go
 in as token ids and responses are decoded by the policy's tokenizer (vLLM's tokenizer is skipped).
 
+After every sync the engine scores a fixed probe and compares its log-probs with the trainer's
+(``check_synced``): a sync that did not take effect stops the run with an ``EngineError`` instead of
+letting it generate with stale weights.
+
 Memory: on a GPU the engine takes ``gpu_memory_utilization`` 0.3 of the device by default, leaving
-the rest to training; on CPU the KV cache is ``VLLM_CPU_KVCACHE_SPACE`` GiB (default here 1).
-``rollout.engine_options`` are passed to ``vllm.LLM`` and override these defaults.
+the rest to training, and sleeps between the rollout and the update (``release``: vLLM's sleep mode
+frees the KV cache, and the weights when the next sync reloads them), so the update has the GPU; on
+CPU the KV cache is ``VLLM_CPU_KVCACHE_SPACE`` GiB (default here 1). ``rollout.engine_options`` are
+passed to ``vllm.LLM`` and override these defaults (``enable_sleep_mode: false`` keeps it awake).
 """
 
 from __future__ import annotations
@@ -45,6 +51,9 @@ from gagpo_cli.train.acting.engines.base import EngineError
 VLLM_SETUP = "bash scripts/setup_vllm.sh"  # the one documented setup line (a separate venv with vLLM)
 GPU_MEMORY_SHARE = 0.3  # of the GPU for vLLM (weights + KV cache); the trainer keeps the rest
 LORA_SYNC_MODES = ("adapter", "merged")
+SYNC_PROBE = "Check the weights: put a clean apple in the fridge, then go to the countertop."
+PROBE_SCORED = 8  # tokens of the probe whose log-probs the sync check compares
+SYNC_TOLERANCE = {"bfloat16": 0.05, "float32": 1e-3}  # mean |log-prob gap| allowed after a sync
 
 
 def merged_weights(policy: Any) -> dict[str, torch.Tensor]:
@@ -117,6 +126,9 @@ class VLLMEngine:
     auto_priority: ClassVar[int] = 2  # auto's first choice, where vLLM imports and the model is a folder
     needs_folder: ClassVar[bool] = True  # vLLM loads the base weights from the model's folder
     setup: ClassVar[str] = VLLM_SETUP
+    # Under torchrun every process would start its own in-process engine on the first GPU (no device
+    # index, no external launcher); until that path is proven, one training process only.
+    one_process: ClassVar[bool] = True
 
     @staticmethod
     def problem() -> str | None:
@@ -153,32 +165,92 @@ class VLLMEngine:
         }
         if self.lora and self.lora_sync == "adapter":
             kwargs.update(enable_lora=True, max_lora_rank=max(8, int(policy.cfg.lora_rank)), max_loras=1)
-        if gpu:
-            kwargs.update(gpu_memory_utilization=GPU_MEMORY_SHARE)
+        if gpu:  # sleep mode: the KV cache (and reloaded weights) leave the GPU during the update (release)
+            kwargs.update(gpu_memory_utilization=GPU_MEMORY_SHARE, enable_sleep_mode=True)
         kwargs.update(options)
+        self.sleeps = bool(kwargs.get("enable_sleep_mode", False))
+        self.tolerance = SYNC_TOLERANCE[kwargs["dtype"]]
+        from gagpo_cli.train.checkpoint import capture_rng, restore_rng
+
+        trainer_rng = capture_rng()  # vLLM seeds the global generators with its seed; the run's stay as they are
         try:
             with _modules_vllm_cannot_scan():
                 self.llm = LLM(**kwargs)
         except Exception as exc:
             raise UsageError(f"rollout engine 'vllm' could not start on {model_dir}: {_first_line(exc)} "
                              "(rollout.engine=hf works without vLLM)") from exc
+        finally:
+            restore_rng(trainer_rng)
         self._sync_root = Path(tempfile.mkdtemp(prefix="gagpo-vllm-sync-"))
         self._version = 0
         self._lora_request: Any = None
+        self._asleep = False
+        self._probe = self._probe_tokens()
         self.sync()
 
     # ------------------------------------------------------------------------------ weights
 
     def sync(self) -> None:
-        """Make the next generation use the policy's current weights (see the module docstring)."""
+        """Make the next generation use the policy's current weights (see the module docstring), wake the
+        engine if ``release`` put it to sleep, and check the new weights took effect
+        (``check_synced``)."""
         self._version += 1
         try:
-            if self.lora and self.lora_sync == "adapter":
-                self._sync_lora()
-            else:
+            reload = not (self.lora and self.lora_sync == "adapter")
+            if self._asleep:  # weights first (a reload overwrites them), the KV cache once they are in
+                self.llm.wake_up(tags=["weights"])
+            if reload:
                 self._reload(merged_weights(self.policy) if self.lora else self.policy.base_model.state_dict())
+            else:
+                self._sync_lora()
+            if self._asleep:
+                self.llm.wake_up(tags=["kv_cache"])
+                self._asleep = False
         except Exception as exc:
             raise EngineError(f"rollout engine 'vllm' failed to sync weights: {_first_line(exc)}") from exc
+        self.check_synced()
+
+    def release(self) -> None:
+        """Free the GPU memory generation holds until the next ``sync`` (called between the rollout and
+        the update): with sleep mode (on a GPU) the KV cache is discarded and the weights with it
+        (level 2) when the next sync reloads them all, or moved to the CPU (level 1) when only an
+        adapter changes. Elsewhere nothing."""
+        if self.sleeps and not self._asleep:
+            try:
+                self.llm.sleep(level=1 if self.lora and self.lora_sync == "adapter" else 2)
+            except Exception as exc:
+                raise EngineError(f"rollout engine 'vllm' failed to release its memory: {_first_line(exc)}") from exc
+            self._asleep = True
+
+    def _probe_tokens(self) -> list[int]:
+        """A fixed short sequence the sync check scores: the policy's chat prompt of one sentence."""
+        return self.policy.chat_prompt(SYNC_PROBE)[-PROBE_SCORED - 8:]
+
+    def check_synced(self) -> None:
+        """Score the fixed probe with the engine and with the policy: the mean |log-prob gap| over its last
+        ``PROBE_SCORED`` tokens must be within ``tolerance`` (bf16 noise), else an ``EngineError``: the
+        engine would generate with other weights than the trainer's (a sync that did not take effect)."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        tokens = self._probe
+        params = SamplingParams(temperature=1.0, max_tokens=1, prompt_logprobs=0, detokenize=False)
+        try:
+            out = self.llm.generate([TokensPrompt(prompt_token_ids=tokens)], params, use_tqdm=False,
+                                    lora_request=self._lora_request)[0]
+        except Exception as exc:
+            raise EngineError(f"rollout engine 'vllm' failed to score the sync probe: {_first_line(exc)}") from exc
+        scored = tokens[-PROBE_SCORED:]
+        engine = [float(entry[tok].logprob)
+                  for entry, tok in zip(out.prompt_logprobs[-PROBE_SCORED:], scored, strict=True)]
+        with torch.no_grad():
+            trainer = self.policy.forward(self.policy.collate([(tokens[:-PROBE_SCORED], scored)])).logprobs[0]
+        gap = float((torch.tensor(engine, dtype=torch.float64) - trainer.double().cpu()).abs().mean())
+        self.last_sync_gap = gap
+        if gap > self.tolerance:
+            raise EngineError(f"rollout engine 'vllm' does not generate with the trainer's weights after sync "
+                              f"{self._version}: its log-probs of a fixed probe differ by {gap:.3f} on average "
+                              f"(tolerance {self.tolerance:g})")
 
     def _sync_lora(self) -> None:
         from vllm.lora.request import LoRARequest
@@ -220,6 +292,8 @@ class VLLMEngine:
         n = len(prompts)
         if n == 0 or max_new_tokens <= 0:
             return [Generation(list(p), [], "", max_new_tokens <= 0) for p in prompts]
+        if self._asleep:  # released and not synced since: wake it with the current weights
+            self.sync()
         seeds = torch.randint(0, 2**31 - 1, (n,), generator=generator).tolist()
         with_logprobs = temperature > 0
         params = [SamplingParams(temperature=temperature, max_tokens=max_new_tokens, seed=int(s),
