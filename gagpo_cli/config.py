@@ -322,6 +322,28 @@ def builtin_experiments() -> dict[str, Path]:
     return {p.stem: p for p in sorted(EXPERIMENTS_DIR.glob("*.yaml"))}
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key given twice in one mapping (PyYAML keeps the last silently,
+    which drops a setting, a sweep axis or a cell without a word)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, Any] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while reading a mapping", node.start_mark,
+                    f"the key '{key}' is given twice (first at line {seen[key].line + 1})", key_node.start_mark)
+            if isinstance(key, (str, int, float, bool)):
+                seen[key] = key_node.start_mark
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(text: str) -> Any:
+    """``yaml.safe_load`` that refuses a key given twice in a mapping (a ``yaml.YAMLError``)."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
+
+
 def yaml_error_message(file: str | Path, exc: yaml.YAMLError) -> str:
     """One line: ``<file>:<line>:<column>: not valid YAML: <problem>`` (1-based, where the parser
     noticed the problem; both marks of a two-part error when they differ)."""
@@ -340,7 +362,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
     if path is not None:
         file = resolve_experiment_path(str(path))
         try:
-            data = yaml.safe_load(file.read_text(encoding="utf-8"))
+            data = load_yaml(file.read_text(encoding="utf-8"))
         except yaml.YAMLError as exc:
             raise UsageError(yaml_error_message(file, exc)) from None
         except (OSError, UnicodeDecodeError) as exc:

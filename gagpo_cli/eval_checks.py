@@ -8,15 +8,19 @@ from pathlib import Path
 from gagpo_cli.agents import BUILTIN_POLICIES, AgentPolicy
 from gagpo_cli.errors import UsageError
 from gagpo_cli.prompting import check_agent, check_generates
-from gagpo_cli.run_layout import CHECKPOINTS_DIR, RunLayout
+from gagpo_cli.run_layout import CHECKPOINTS_DIR, RunLayout, iteration_of
+from gagpo_cli.train.checkpoint import CORRUPT_PREFIX
+from gagpo_cli.train.config_checks import MAX_SEED
 from gagpo_core.plugins import unknown_name_message
 
 
 def check_request(policy: AgentPolicy | str, episodes: int, workers: int, agent: str, trials: int,
-                   memory: int, engine: str | None) -> None:
+                   memory: int, engine: str | None, seed: int = 0) -> None:
     """The ``UsageError`` of a request ``evaluate`` cannot play, before any model is loaded."""
     if episodes < 1:
         raise UsageError(f"--episodes must be at least 1, got {episodes}")
+    if not 0 <= seed <= MAX_SEED:
+        raise UsageError(f"--seed must be between 0 and {MAX_SEED} (numpy's seed range, as train.seed), got {seed}")
     if workers < 0:
         raise UsageError(f"--workers must be 0 (in-process) or more, got {workers}")
     check_agent(agent, trials=trials, memory=memory)
@@ -46,6 +50,14 @@ def check_policy_path(policy: str) -> None:
     if path.is_dir() and path.name == CHECKPOINTS_DIR and RunLayout(path.parent).config.is_file():
         raise UsageError(f"--policy {path} is a run's checkpoints folder; give the run directory {path.parent} "
                          "or one checkpoint in it")
+    if path.is_dir() and path.parent.name == CHECKPOINTS_DIR and iteration_of(path.name) is None:
+        what = ("a checkpoint set aside as corrupt (its files failed their sha256 check)"
+                if path.name.startswith(CORRUPT_PREFIX) else "not a checkpoint of the run (checkpoints/iter_NNNNNN)")
+        raise UsageError(f"--policy {path} is {what}; give the run directory {path.parent.parent} (its newest "
+                         "checkpoint) or one of its iter_* folders")
+    config = RunLayout(path).config
+    if config.exists() and not config.is_file():
+        raise UsageError(f"--policy {path}: its {config.name} is not a file, so the run's settings cannot be read")
 
 def check_caps(policy: AgentPolicy | str, max_steps: int | None, max_new_tokens: int | None) -> None:
     """The ``UsageError`` of a step or token cap that cannot apply, before any model is loaded."""

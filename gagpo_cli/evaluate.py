@@ -35,8 +35,8 @@ from gagpo_cli.agents import AgentPolicy, resolve_policy
 from gagpo_cli.config import parse_key_value
 from gagpo_cli.console import Heartbeat
 from gagpo_cli.episodes import choose_split, evaluation_specs, play_episodes, record_of, summarize
-from gagpo_cli.errors import UsageError, user_input
-from gagpo_cli.eval_checks import check_action_mode, check_caps, check_request
+from gagpo_cli.errors import UsageError, user_input, warn
+from gagpo_cli.eval_checks import check_action_mode, check_caps, check_policy_path, check_request
 from gagpo_cli.output_paths import output_file
 from gagpo_cli.prompting import DEFAULT_MEMORY, DEFAULT_TRIALS, check_agent, prompting_agent
 from gagpo_core.atomic import atomic_write_json
@@ -67,7 +67,7 @@ def evaluate(env_name: str, policy: AgentPolicy | str, episodes: int, split: str
     ``workers``, for a model ``agent`` and ``model`` (and ``run``), for Reflexion ``trials``, ``memory``
     and ``per_trial``, and ``per_episode`` (one dict per episode, in order).
     """
-    check_request(policy, episodes, workers, agent, trials, memory, engine)  # before loading a model
+    check_request(policy, episodes, workers, agent, trials, memory, engine, seed)  # before loading a model
     check_caps(policy, max_steps, max_new_tokens)
     with user_input():  # `openenv:<url>`: the adapter's name, the url in its options
         env_name, options = resolve_env_spec(env_name, options)
@@ -209,6 +209,8 @@ def eval_settings(policy: str, env: str | None, episodes: int | None, split: str
     if Path(policy).exists():
         from gagpo_cli.train.acting.agent import run_config
 
+        check_policy_path(policy)  # a set-aside checkpoint, a run whose config.yaml is not a file
+
         run = run_config(policy)
     if run is None:
         if env is None:
@@ -218,6 +220,9 @@ def eval_settings(policy: str, env: str | None, episodes: int | None, split: str
     from gagpo_cli.train.evaluation import eval_batch_size
 
     own_env = env is None or env == run.env.name
+    if not own_env:  # a documented choice: transfer is a question one may ask, but never silently
+        warn(f"--policy {policy} was trained on {run.env.name}; evaluating it on {env} (not a replay of the run's "
+             "own evaluation: the environment's own split, episodes and options)")
     return EvalSettings(
         env=run.env.name if env is None else env,
         split=split if split is not None or not own_env else run.env.eval_split,

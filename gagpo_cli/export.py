@@ -45,8 +45,9 @@ from torch import nn
 from gagpo_cli.config import ExperimentConfig, load_config
 from gagpo_cli.errors import UsageError
 from gagpo_cli.output_paths import output_folder
-from gagpo_cli.run_layout import CHECKPOINTS_DIR, RunLayout
+from gagpo_cli.run_layout import CHECKPOINTS_DIR, RunLayout, iteration_of
 from gagpo_cli.train.checkpoint import (
+    CORRUPT_PREFIX,
     MANIFEST,
     POLICY_DIR,
     checkpoint_iteration,
@@ -122,6 +123,12 @@ def export_run(run: Path, out: Path | str, *, iteration: int | None = None, adap
 def _run_and_iteration(path: Path, iteration: int | None) -> tuple[Path, int | None]:
     """(run directory, iteration asked for) from a run directory or one of its checkpoint folders."""
     if (path / MANIFEST).is_file() and path.parent.name == CHECKPOINTS_DIR:
+        if path.name.startswith(CORRUPT_PREFIX):
+            raise UsageError(f"{path} is a checkpoint set aside as corrupt (its files failed their sha256 check); "
+                             f"export an intact one: gagpo export {path.parent.parent} (the newest that verifies)")
+        if iteration_of(path.name) is None:
+            raise UsageError(f"{path} is not a checkpoint folder of the run (checkpoints/iter_NNNNNN); give the run "
+                             "directory or one of its iter_* folders")
         own = checkpoint_iteration(path)
         if iteration is not None and iteration != own:
             raise UsageError(f"{path} is the checkpoint of iteration {own}, not {iteration}")

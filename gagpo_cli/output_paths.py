@@ -27,8 +27,8 @@ def _check_writable_below(path: Path, option: str, given: Path) -> None:
 
 def output_file(raw: str, option: str, example: str) -> Path:
     """The file ``option`` names (``raw`` as typed; ``example``: a file name to suggest), refused with a
-    ``UsageError`` when empty, ending with a separator, an existing folder, or below a file or an
-    unwritable folder."""
+    ``UsageError`` when empty, ending with a separator, an existing folder or other non-regular file (a
+    device such as /dev/null, a pipe), or below a file or an unwritable folder."""
     if not raw.strip():
         raise UsageError(f"{option} is empty; give a file path such as {example}")
     if raw.endswith(("/", os.sep)):
@@ -37,6 +37,9 @@ def output_file(raw: str, option: str, example: str) -> Path:
     path = Path(raw).expanduser()
     if path.is_dir():
         raise UsageError(f"{option} {path} is a folder; give a file path such as {path / example}")
+    if path.exists() and not path.is_file():  # the write renames a new file into place: it would replace it
+        raise UsageError(f"{option} {path} is not a regular file (a device, pipe or socket), which the written file "
+                         f"would replace; give a file path such as {path.parent / example}")
     _check_writable_below(path.parent, option, path)
     return path
 

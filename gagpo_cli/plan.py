@@ -29,18 +29,22 @@ from gagpo_cli.train.memory_plan import (
 
 DEFAULT_GPUS = (1, 2, 4, 8)
 DEFAULT_GPU_GIB = 80.0
+MAX_GPUS = 4096  # one training run's processes; a count beyond any cluster is a typo
 HEADERS = ("weights", "grads", "optim", "ref", "activ", "logits", "casts", "rollout", "vllm", "exact",
            "total")  # GiB per GPU
 
 
 def parse_gpus(text: str) -> list[int]:
     """``1,2,4,8`` -> [1, 2, 4, 8]; a ``UsageError`` for anything but positive whole numbers."""
-    try:
-        counts = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        counts = []
-    if not counts or any(c < 1 for c in counts):
-        raise UsageError(f"--gpus takes GPU counts separated by commas, e.g. 1,2,4,8; got '{text}'")
+    parts = [part.strip() for part in text.split(",")]
+    counts = [int(part) for part in parts if part.isdigit()]
+    if not counts or len(counts) != len(parts) or any(c < 1 for c in counts):
+        raise UsageError(f"--gpus takes GPU counts (whole numbers >= 1) separated by commas, e.g. 1,2,4,8; "
+                         f"got '{text}'")
+    if len(set(counts)) != len(counts):
+        raise UsageError(f"--gpus lists a GPU count twice: '{text}'")
+    if max(counts) > MAX_GPUS:
+        raise UsageError(f"--gpus {max(counts)}: at most {MAX_GPUS} GPUs per run are planned")
     return counts
 
 

@@ -21,6 +21,7 @@ from environments.pool import EnvPool
 from gagpo_cli.episodes import choose_split
 from gagpo_cli.errors import UsageError, user_input
 from gagpo_cli.evaluate import parse_env_options
+from gagpo_cli.train.config_checks import MAX_SEED
 
 HELP = "a number plays that action; other text is sent as the action; 'expert' shows a hint; 'quit' ends"
 
@@ -93,5 +94,7 @@ def play(env_name: str, task: int | None = None, split: str | None = None, seed:
 
 def play_command(env: str, task: int | None, split: str | None, seed: int, option: list[str]) -> None:
     """What ``gagpo play`` does."""
+    if not 0 <= seed <= MAX_SEED:
+        raise UsageError(f"--seed must be between 0 and {MAX_SEED} (numpy's seed range, as train.seed), got {seed}")
     console = Console()
     play(env, task, split, seed, parse_env_options(option), read=console.input, console=console)

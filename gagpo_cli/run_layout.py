@@ -10,8 +10,11 @@
       wandb_id.txt, wandb/         the W&B run, when logging.wandb is not disabled
       ranks/rank<N>/               the own records of rank N > 0 under torchrun (train/distributed.py)
       train.log, sweep_status.json a sweep's child output and launcher state (sweep/status.py)
+      run.lock                     held by the one process writing the run (folder_locks.py)
+      set-aside/attempt-<time>/    the records of an attempt restarted because every checkpoint was corrupt
 
-and a sweep folder holds ``sweep.json`` (the sweep's cells and seeds) above its runs. Iterations are
+and a sweep folder holds ``sweep.json`` (the sweep's cells and seeds) and, while a ``gagpo ablate`` runs
+it, ``sweep.lock`` above its runs. Iterations are
 written with six digits (``iter_000010``) so that names sort by iteration.
 """
 
@@ -31,6 +34,9 @@ RANKS_DIR = "ranks"
 LOG_FILE = "train.log"
 STATUS_FILE = "sweep_status.json"
 SWEEP_FILE = "sweep.json"
+RUN_LOCK_FILE = "run.lock"
+SET_ASIDE_DIR = "set-aside"
+SWEEP_LOCK_FILE = "sweep.lock"
 
 
 def iteration_name(iteration: int) -> str:
@@ -107,4 +113,8 @@ class RunLayout:
     @property
     def status(self) -> Path:
         return self.root / STATUS_FILE
+
+    @property
+    def lock(self) -> Path:
+        return self.root / RUN_LOCK_FILE
 

@@ -60,10 +60,12 @@ INTEGRATION_MODULES = frozenset({
     "test_export", "test_skip_zero_advantage", "test_updater_metric_keys",
     # worker processes (torch.distributed, gloo)
     "test_distributed_agreement", "test_distributed_stop", "test_sharding",
+    "test_locks",  # plain interpreters holding, handing down and dying with a folder lock
     # the command line end to end (fresh interpreters or whole commands in-process)
     "test_bad_input", "test_eval_cli", "test_eval_replay", "test_play", "test_prompting",
     "test_third_party_plugin", "test_quickstart", "test_sweep_e2e", "test_sweep_settings",
-    "test_sweep_peers", "test_estimators_cli",
+    "test_sweep_peers", "test_estimators_cli", "test_sweep_locks", "test_sequential_guard", "test_bad_input_guards",
+    "test_resume_guard",
     # real game engines and rollout engines
     "test_alfworld", "test_alfworld_eval_order", "test_alfworld_textworld", "test_vllm_engine",
     # OpenEnv servers on the loopback address (and OpenEnv's import, seconds)
@@ -94,7 +96,7 @@ TRAINING_FIXTURES = frozenset({"resume_setup", "straight_run"})
 ALWAYS_INTEGRATION = ("slow", "ray", "vllm")
 HEAVY_MODULES = frozenset({  # two gloo processes training, or sweeps running two trainings at once (and Ray)
     "test_distributed", "test_distributed_agreement", "test_distributed_stop", "test_fsdp_training",
-    "test_sharding", "test_sweep_e2e",
+    "test_sharding", "test_sweep_e2e", "test_sweep_locks",
 })
 HEAVY_TESTS = {"test_sweep_settings": {"test_the_jobs_split_caps_a_cells_train_threads"}}  # --jobs 2
 HEAVY_GROUP = "heavy"

@@ -10,6 +10,7 @@ Two backends, same protocol:
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -19,6 +20,8 @@ from environments.base import Environment, Episode, TableColumn
 
 _OPTIONS = ("backend", "data_dir", "train_tasks", "valid_seen_tasks", "valid_unseen_tasks",
             "step_timeout_s", "reset_timeout_s", "expert_type")
+_EMBEDDED_OPTIONS = ("train_tasks", "valid_seen_tasks", "valid_unseen_tasks")
+_TEXTWORLD_OPTIONS = ("data_dir", "step_timeout_s", "reset_timeout_s", "expert_type")
 
 
 class ALFWorldEnvironment(Environment):
@@ -54,6 +57,12 @@ class ALFWorldEnvironment(Environment):
         if self.backend not in ("embedded", "textworld"):
             raise ValueError(f"alfworld backend must be 'embedded' or 'textworld', got {self.backend!r}")
         self._episodes: list[Episode] = []
+        other = _TEXTWORLD_OPTIONS if self.backend == "embedded" else _EMBEDDED_OPTIONS
+        ignored = sorted(set(options) & set(other))
+        if ignored:
+            hint = ("; add backend=textworld to play the original games" if "data_dir" in ignored else "")
+            warnings.warn(f"alfworld: {', '.join(ignored)} apply to the other backend; the {self.backend} backend "
+                          f"ignores them{hint}", UserWarning, stacklevel=2)
         if self.backend == "embedded":
             self._sizes = {
                 split: _positive_int(options.get(f"{split}_tasks", default), f"{split}_tasks")

@@ -6,17 +6,20 @@ evaluation iterations common to the runs of an environment (``tables.area_on_gri
 
 A run with a corrupt ``eval.json`` is named in a warning and left out; the rest are still reported
 (nothing left: a ``UsageError``). Unfinished runs (no ``eval.json``, or one older than the run's
-configured ``train.iterations``) are counted in a note and feed only the figures.
+configured ``train.iterations``) are counted in a note and feed only the figures. A run that a process
+is writing now (its writer lock held: ``folder_locks``) is named in a warning: it is reported as it is.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
 from rich.console import Console
 
 from gagpo_cli.errors import UsageError, warn
+from gagpo_cli.folder_locks import run_writer
 from gagpo_cli.output_paths import output_folder
 from gagpo_cli.report.aggregate import env_name
 from gagpo_cli.report.runs import RunRecord, load_runs
@@ -45,8 +48,8 @@ def build_table(runs: list, number: int | None, paper: bool, baseline: str | Non
     needed are sized for ``min_effect`` points (None: the observed difference)."""
     if number not in (None, 1, 2):
         raise UsageError(f"--table must be 1 or 2 (or omitted for a generic table), got {number}")
-    if min_effect is not None and not min_effect > 0:
-        raise UsageError(f"--min-effect must be a positive number of points, got {min_effect}")
+    if min_effect is not None and not (math.isfinite(min_effect) and min_effect > 0):
+        raise UsageError(f"--min-effect must be a positive, finite number of points, got {min_effect}")
     table = paper_table(runs, number, value) if number else generic_table(runs, value)
     table.min_effect = min_effect
     if baseline is not None:
@@ -98,6 +101,33 @@ def auc_table(runs: list[RunRecord], number: int | None, baseline: str | None,
     return table
 
 
+def being_written(runs: list[RunRecord]) -> list[str]:
+    """``<run> is being written by pid N (...)`` for every run a process writes now (its writer lock held)."""
+    found = []
+    for run in runs:
+        writer = run_writer(run.path) if run.path.is_dir() else None
+        if writer is not None:
+            found.append(f"run {run.path} is being written by {writer}")
+    return found
+
+
+def _finished(runs: list[RunRecord], warnings: list[str], paths: list[Path]) -> list[RunRecord]:
+    """The finished runs, after the warnings of what was read (and of runs being written now); none is a
+    ``UsageError`` whose one line holds the reasons."""
+    writing = being_written(runs)
+    finished = [r for r in runs if r.finished]
+    if not finished:
+        problem = "every run was skipped" if warnings and not runs else "no run has finished (no final eval.json)"
+        if writing:
+            problem += f"; {len(writing)} run(s) being written now ({writing[0]}{', ...' if len(writing) > 1 else ''})"
+        if warnings:  # the reasons go into the one error line
+            problem += f" ({warnings[0]}{f'; {len(warnings) - 1} more' if len(warnings) > 1 else ''})"
+        raise UsageError(f"nothing to report in {', '.join(str(p) for p in paths)}: {problem}")
+    for warning in warnings + [f"{w}: reported as it is now" for w in writing]:
+        warn(warning)
+    return finished
+
+
 def report_command(paths: list[Path], number: int | None = None, out: Path | str | None = None,
                    paper: bool = False, figures: bool = False, console: Console | None = None,
                    baseline: str | None = None, min_effect: float | None = None) -> ReportTable:
@@ -107,14 +137,7 @@ def report_command(paths: list[Path], number: int | None = None, out: Path | str
     console = console or Console()
     out = output_folder(str(out), "--out", must_be_empty=False) if out is not None else DEFAULT_OUT
     runs, warnings = load_runs(list(paths))
-    finished = [r for r in runs if r.finished]
-    if not finished:
-        problem = "every run was skipped" if warnings and not runs else "no run has finished (no final eval.json)"
-        if warnings:  # the reasons go into the one error line
-            problem += f" ({warnings[0]}{f'; {len(warnings) - 1} more' if len(warnings) > 1 else ''})"
-        raise UsageError(f"nothing to report in {', '.join(str(p) for p in paths)}: {problem}")
-    for warning in warnings:
-        warn(warning)
+    finished = _finished(runs, warnings, paths)
     table = build_table(finished, number, paper, baseline, min_effect=min_effect)
     if len(finished) < len(runs):
         stale = sum(1 for r in runs if r.evaluation is not None and not r.finished)

@@ -82,7 +82,7 @@ class RunRecord:
             self.metrics = []
             path = RunLayout(self.path).metrics
             try:
-                raw = path.read_bytes() if path.is_file() else b""
+                raw = path.read_bytes() if path.is_file() or path.exists() else b""
             except OSError as exc:
                 self.problems.append(f"{path}: unreadable ({type(exc).__name__}); its training curves left out")
                 raw = b""
@@ -177,21 +177,32 @@ def prompting_record(path: Path) -> RunRecord | None:
     return RunRecord(path, config, evaluation)
 
 
+PERCENT = (0.0, 100.0)  # success_rate, score and per_type of an evaluation: points of 100
+
+
 def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _percent(value: Any) -> bool:
+    return _finite(value) and PERCENT[0] <= value <= PERCENT[1]
+
+
 def read_evaluation(path: Path) -> dict[str, Any]:
-    """``eval.json`` with its headline numbers checked; a ``ValueError`` naming the file otherwise."""
+    """``eval.json`` with its headline numbers checked (finite, within 0..100); a ``ValueError`` naming the
+    file otherwise."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ValueError(f"{path}: corrupt eval.json ({type(exc).__name__})") from None
     if not isinstance(data, dict) or not _finite(data.get("success_rate")) or not _finite(data.get("score")):
         raise ValueError(f"{path}: corrupt eval.json (no numeric success_rate and score)")
+    outside = [key for key in ("success_rate", "score") if not _percent(data[key])]
+    if outside:
+        raise ValueError(f"{path}: corrupt eval.json ({outside[0]} {data[outside[0]]!r} is outside 0..100)")
     per_type = data.get("per_type", {})
-    if not isinstance(per_type, dict) or not all(_finite(v) for v in per_type.values()):
-        raise ValueError(f"{path}: corrupt eval.json (bad per_type)")
+    if not isinstance(per_type, dict) or not all(_percent(v) for v in per_type.values()):
+        raise ValueError(f"{path}: corrupt eval.json (bad per_type: numbers within 0..100 expected)")
     return data
 
 

@@ -3,6 +3,8 @@ runs that are not done with a launcher, then print the status table.
 
 Re-running the same command skips done runs, resumes unfinished ones and retries failed ones; a
 failed run is reported with its log and does not stop the others. Exit code 1 when a run failed.
+One ``gagpo ablate`` runs a sweep folder at a time (``folder_locks.sweep_driver``: a second one stops
+with one line naming the first one's pid), and a run another process writes is left to it.
 A run in the folder that was trained with other settings (another ``--set``, a changed base file)
 is never skipped or resumed: the command refuses before anything starts (``verify.py``), and
 ``sweep.json`` is written only after that check. More ``train.iterations`` continue finished runs.
@@ -25,6 +27,7 @@ from rich.table import Table
 
 from gagpo_cli.console import progress_bar
 from gagpo_cli.errors import UsageError
+from gagpo_cli.folder_locks import sweep_driver, sweep_driver_of
 from gagpo_cli.run_layout import LOG_FILE, SWEEP_FILE
 from gagpo_cli.sweep.process import INTERRUPTED, threads_per_job
 from gagpo_cli.sweep.sequential import refuse_without_until_decided
@@ -154,6 +157,13 @@ def run_sweep(sweep: Sweep, *, launcher: str = "local", jobs: int = 1, address: 
     return {run: run.state() for run in selected}
 
 
+def note_driver(sweep: Sweep, console: Console) -> None:
+    """``--status``: one line naming the ``gagpo ablate`` that runs the sweep now, if one does."""
+    driver = sweep_driver_of(sweep.root)
+    if driver is not None:
+        console.print(f"this sweep is being run by {escape(driver)}", highlight=False)
+
+
 def ablate_command(spec: str | None, grid: Sequence[str], preset: str | None, seeds: int | None,
                    sets: Sequence[str], flags: dict[str, Any], *, jobs: int = 1, launcher: str = "local",
                    address: str | None = None, cpus_per_cell: float = 1.0, gpus_per_cell: float = 0.0,
@@ -177,10 +187,12 @@ def ablate_command(spec: str | None, grid: Sequence[str], preset: str | None, se
     if status:
         check_run_settings(sweep)
         console.print(status_table(sweep, {run: run.state() for run in sweep.runs}))
+        note_driver(sweep, console)
         return 0
     try:
-        states = run_sweep(sweep, launcher=launcher, jobs=jobs, address=address, cpus_per_cell=cpus_per_cell,
-                           gpus_per_cell=gpus_per_cell, console=console)
+        with sweep_driver(sweep.root):  # one driver per sweep folder
+            states = run_sweep(sweep, launcher=launcher, jobs=jobs, address=address, cpus_per_cell=cpus_per_cell,
+                               gpus_per_cell=gpus_per_cell, console=console)
     except KeyboardInterrupt:
         console.print(status_table(sweep, {run: run.state() for run in sweep.runs}))
         console.print("[yellow]interrupted[/yellow]: running runs saved a checkpoint; the same command resumes them",

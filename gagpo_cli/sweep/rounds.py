@@ -17,22 +17,35 @@ from typing import Any
 from rich.console import Console
 
 from gagpo_cli.errors import UsageError
+from gagpo_cli.folder_locks import sweep_driver
 from gagpo_cli.run_layout import RunLayout
-from gagpo_cli.sweep.ablate import check_launch_options, dry_run_table, run_sweep, status_table
+from gagpo_cli.sweep.ablate import check_launch_options, dry_run_table, note_driver, run_sweep, status_table
 from gagpo_cli.sweep.process import INTERRUPTED
 from gagpo_cli.sweep.sequential import (
     DEFAULT_MAX_SEEDS,
     FIRST_LOOK,
     ROUND_SEEDS,
+    STATE_FILE,
     SequentialState,
     load_state,
     resume_or_start,
     save_state,
     until_decided,
 )
+from gagpo_cli.sweep.sequential_record import (
+    NEW_DESIGN,
+    check_recorded_runs,
+    check_same_read,
+    fingerprint,
+    read_value,
+    record_look,
+    settings_fingerprint,
+)
 from gagpo_cli.sweep.sequential_report import print_sequential
-from gagpo_cli.sweep.spec import Run, Sweep, build_sweep
-from gagpo_cli.sweep.verify import check_run_settings
+from gagpo_cli.sweep.spec import MAX_SEEDS, Run, Sweep, build_sweep
+from gagpo_cli.sweep.verify import check_run_settings, recorded, recorded_form
+from gagpo_cli.train.config_match import RESULT_NEUTRAL, config_changes
+from gagpo_core import plugins
 
 METRICS = ("success_rate", "score", "per_type.<type>")
 
@@ -47,8 +60,9 @@ def check_options(max_seeds: int | None, alpha: float | None, min_effect: float 
     if seeds is not None:
         raise UsageError(f"--until-decided runs seeds in rounds ({FIRST_LOOK}, then {ROUND_SEEDS} more each) up to "
                          "--max-seeds; leave out --seeds")
-    if max_seeds is not None and max_seeds < FIRST_LOOK:
-        raise UsageError(f"--max-seeds must be at least {FIRST_LOOK} (the first round's seeds), got {max_seeds}")
+    if max_seeds is not None and not FIRST_LOOK <= max_seeds <= MAX_SEEDS:
+        raise UsageError(f"--max-seeds must be at least {FIRST_LOOK} (the first round's seeds) and at most "
+                         f"{MAX_SEEDS}, got {max_seeds}")
     if alpha is not None and not (math.isfinite(alpha) and 0 < alpha < 1):
         raise UsageError(f"--alpha is an error rate strictly between 0 and 1, got {alpha:g}")
     if min_effect is not None and not (math.isfinite(min_effect) and min_effect > 0):
@@ -65,16 +79,70 @@ def metric_path(metric: str) -> tuple[str, ...]:
     raise UsageError(f"unknown --metric {metric!r}; valid: {', '.join(METRICS)}")
 
 
-def run_score(run: Run, path: tuple[str, ...]) -> float:
-    """The metric in the finished run's ``eval.json``; a ``UsageError`` when it holds none."""
-    eval_file = RunLayout(run.run_dir).final_eval
-    try:
-        node: Any = json.loads(eval_file.read_text(encoding="utf-8"))
-        for key in path:
-            node = node[key]
-        return float(node)
-    except (OSError, ValueError, KeyError, TypeError):
-        raise UsageError(f"{eval_file}: no number at {'.'.join(path)} (valid --metric: {', '.join(METRICS)})") from None
+def check_metric_holds(sweep: Sweep, metric: str) -> None:
+    """A one-line ``UsageError`` unless every cell's final evaluation will hold ``metric`` (checked before
+    anything is written or trained): the runs write ``eval.json`` (``train.eval_episodes`` > 0), and a
+    ``per_type.<type>`` names a task type the cell's environment declares."""
+    parts = metric_path(metric)
+    for cell in sweep.cells:
+        cfg = next(r.config for r in sweep.runs if r.cell == cell)
+        if not cfg.train.eval_episodes:
+            raise UsageError(f"cell '{cell.name}': train.eval_episodes is 0, so its runs write no eval.json for "
+                             "--until-decided to read; give it evaluation episodes")
+        if parts[0] != "per_type":
+            continue
+        types = tuple(getattr(plugins.load(plugins.ENVIRONMENTS, cfg.env.name), "task_types", ()) or ())
+        if types and parts[1] not in types:
+            raise UsageError(f"--metric {metric}: {cfg.env.name} (cell '{cell.name}') has no task type "
+                             f"'{parts[1]}'; its types: {', '.join(types)}; give another --metric")
+
+
+def check_same_settings(sweep: Sweep, state: SequentialState) -> None:
+    """A one-line ``UsageError`` when the sweep now trains a cell whose runs the decisions read with other
+    settings than those runs had (a raised ``--iterations`` would extend them; a changed ``--set`` would
+    mix two experiments in one comparison)."""
+    runs = {(r.cell.name, r.seed): r for r in sweep.runs}
+    for cell, seeds in sorted(state.record["runs"].items()):
+        for seed in sorted(seeds, key=int):
+            run = runs.get((cell, int(seed)))
+            if run is None:
+                continue  # a cell or seed the sweep no longer lists: check_recorded_runs names it
+            wanted = settings_fingerprint(recorded_form(run).to_dict())
+            if wanted == seeds[seed]["config"]:
+                continue
+            saved = recorded(run.run_dir)
+            changes = config_changes(recorded_form(run), saved, RESULT_NEUTRAL) if saved is not None else {}
+            shown = ", ".join(f"{k} {old} -> {new}" for k, (old, new) in changes.items()) or "its settings"
+            raise UsageError(f"this sweep now trains cell '{cell}' with other settings ({shown}) than the runs its "
+                             f"decisions read (seed {seed} and the others of earlier looks); training them so would "
+                             f"change what was decided: give the same settings, or {NEW_DESIGN}")
+
+
+class _Reader:
+    """``score(cell, seed)`` for the decision loop: the run's value (``sequential_record.read_value``),
+    checked against what an earlier look read of it; ``save(state)`` adds the look's runs to the record,
+    then writes the state."""
+
+    def __init__(self, sweep: Sweep, state: SequentialState, path: tuple[str, ...]):
+        self.runs = {(r.cell.name, r.seed): r for r in sweep.runs}
+        self.root = sweep.root
+        self.record = state.record
+        self.path = path
+        self.read: dict[tuple[str, int], dict[str, Any]] = {}
+
+    def score(self, cell: str, seed: int) -> float:
+        run_dir = self.runs[(cell, seed)].run_dir
+        value, iteration = read_value(run_dir, self.path)
+        now = {"config": fingerprint(run_dir), "iteration": iteration, "value": value}
+        check_same_read(self.record, cell, seed, now, self.root / STATE_FILE)
+        self.read[(cell, seed)] = now
+        return value
+
+    def save(self, state: SequentialState) -> None:
+        if self.read:
+            record_look(state.record, int(state.looks[-1]["n"]), sorted({c for c, _ in self.read}), self.read)
+            self.read = {}
+        save_state(self.root, state)
 
 
 def run_episodes(run: Run, path: tuple[str, ...]) -> int | None:
@@ -136,21 +204,36 @@ def until_decided_command(spec: str | None, grid: Sequence[str], preset: str | N
     if dry_run:
         Console().print(dry_run_table(sweep))
         return 0
-    state = _state(sweep, options)
-    path = metric_path(state.design.metric)
     console = Console()
     by_key = {(r.cell.name, r.seed): r for r in sweep.runs}
     if status:
+        state = _state(sweep, options)
         check_run_settings(sweep)
+        check_same_settings(sweep, state)
+        check_recorded_runs(state.record, {(r.cell.name, r.seed): r.run_dir for r in sweep.runs},
+                            metric_path(state.design.metric), sweep.root / STATE_FILE)
         upto = state.next_look() or (int(state.looks[-1]["n"]) if state.looks else 0)
         shown = [r for r in sweep.runs if r.seed < upto]
         console.print(status_table(sweep, {r: r.state() for r in shown}, shown))
         if not print_sequential([sweep.root], console):
             console.print(f"no round analysed yet; the first runs {FIRST_LOOK} seeds of every cell", highlight=False)
+        note_driver(sweep, console)
         return 0
+    with sweep_driver(sweep.root):  # one driver per sweep folder, from before the state is read again
+        return _decide(sweep, _state(sweep, options), console, by_key, launch_options)
 
+
+def _decide(sweep: Sweep, state: SequentialState, console: Console, by_key: dict[tuple[str, int], Run],
+            launch_options: dict[str, Any]) -> int:
+    """The rounds of ``until_decided_command``, under the sweep's driver lock."""
+    path = metric_path(state.design.metric)
+    check_metric_holds(sweep, state.design.metric)  # before anything is written or trained
     check_run_settings(sweep)  # refuses before the design is recorded
+    check_same_settings(sweep, state)  # the runs the decisions read are neither extended nor mixed with others
+    check_recorded_runs(state.record, {(r.cell.name, r.seed): r.run_dir for r in sweep.runs}, path,
+                        sweep.root / STATE_FILE)
     save_state(sweep.root, state)  # an interrupted first round resumes with the same design
+    reader = _Reader(sweep, state, path)
 
     def launch(cells: Sequence[str], round_seeds: Sequence[int]) -> None:
         runs = [by_key[(c, s)] for c in cells for s in round_seeds]
@@ -163,8 +246,7 @@ def until_decided_command(spec: str | None, grid: Sequence[str], preset: str | N
             raise RoundFailed
 
     try:
-        until_decided(state, launch, lambda cell, seed: run_score(by_key[(cell, seed)], path),
-                      lambda s: save_state(sweep.root, s),
+        until_decided(state, launch, reader.score, reader.save,
                       episodes=lambda cell, seed: run_episodes(by_key[(cell, seed)], path))
     except RoundFailed:
         console.print("[red]a run of this round failed or is still running elsewhere[/red]: the round is not "

@@ -9,28 +9,31 @@ Looks (fixed by the design, never by the data): ``FIRST_LOOK`` seeds, then every
 more (4, 6, 8, ...). Round k runs seeds 0..n_k - 1 of the cells still running (seeds already done
 are skipped by the launcher). The baseline runs while any comparison does.
 
-The state is one JSON file in the sweep folder (``STATE_FILE``), written atomically after each
-round: the procedure, the design (fixed at the first run: alpha, baseline, metric, min-effect,
+The state is one strict-JSON file in the sweep folder (``STATE_FILE``), written atomically after each
+round: the procedure, the design (fixed at the first look: alpha, baseline, metric, min-effect,
 horizon = the first ``--max-seeds``, the compared cells), the current cap, the error spent by each
-look, and every comparison's last look (mean and SD of the differences, the within-seed floor of
-that SD, the paired t and its boundary at each of its looks, the shape flags) and decision. An
+look, every comparison's last look (mean and SD of the differences, the within-seed floor of that
+SD, the paired t and its boundary at each of its looks, the shape flags) and decision, and the runs
+each look read (``sequential_record.py``, which also checks the file when it is read). An
 interrupted run resumes the round it was in; a larger ``--max-seeds`` later reopens the comparisons
-that stopped at the old cap. A state written by another procedure is not continued.
+that stopped at the old cap. A state written by another procedure is not continued. A design with no
+look yet (its first round failed or was stopped) is replaced by the options of the next command.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from gagpo_cli.errors import UsageError
-from gagpo_core.atomic import atomic_write_json
+from gagpo_cli.sweep import sequential_record
+from gagpo_cli.sweep.spec import MAX_SEEDS
+from gagpo_cli.write_errors import write_json_or_refuse
 from stats import group_sequential as gs
 from stats.shape_flags import at_ceiling, bimodal, within_seed_variance
 
@@ -45,6 +48,7 @@ PROCEDURE = ("group-sequential sign-flip test of the paired differences, exact f
              f"type alpha spending, {gs.RESERVE:.0%} of alpha kept for seeds past the first --max-seeds), alpha "
              "split evenly between the comparisons (Bonferroni), bimodal cells withheld")
 RUNNING, CAPPED, WITHHELD = "running", "cap", "withheld"
+STATUSES = (RUNNING, gs.BETTER, gs.WORSE, gs.NO_DIFFERENCE, WITHHELD, CAPPED)  # a comparison's; first: running
 
 Launch = Callable[[Sequence[str], Sequence[int]], None]  # make seeds' runs of these cells done
 Score = Callable[[str, int], float]  # the metric of one (cell, seed) run
@@ -143,6 +147,7 @@ class SequentialState:
     looks: list[dict[str, float]] = field(default_factory=list)
     comparisons: dict[str, Comparison] = field(default_factory=dict)
     procedure: str = PROCEDURE
+    record: dict[str, Any] = field(default_factory=lambda: {"looks": [], "runs": {}})  # sequential_record.py
 
     def __post_init__(self) -> None:
         for name in self.design.comparisons:
@@ -200,7 +205,7 @@ class SequentialState:
         return {"procedure": self.procedure,
                 "design": {**asdict(self.design), "comparisons": list(self.design.comparisons)},
                 "max_seeds": self.max_seeds, "looks": self.looks,
-                "comparisons": {k: asdict(v) for k, v in self.comparisons.items()}}
+                "comparisons": {k: asdict(v) for k, v in self.comparisons.items()}, "record": self.record}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SequentialState:
@@ -208,7 +213,8 @@ class SequentialState:
         known = set(Comparison.__dataclass_fields__)
         comparisons = {k: Comparison(**{key: v[key] for key in known if key in v})
                        for k, v in data["comparisons"].items()}
-        return cls(design, int(data["max_seeds"]), list(data["looks"]), comparisons, str(data.get("procedure", "")))
+        return cls(design, int(data["max_seeds"]), list(data["looks"]), comparisons, str(data.get("procedure", "")),
+                   data.get("record") or {"looks": [], "runs": {}})
 
 
 def until_decided(state: SequentialState, launch: Launch, score: Score, save: Callable[[SequentialState], None],
@@ -230,6 +236,30 @@ def until_decided(state: SequentialState, launch: Launch, score: Score, save: Ca
     return state
 
 
+def first_decisive_look(design: Design, up_to: int) -> int | None:
+    """The first planned look (seed count, up to ``up_to``, past the horizon when the cap is raised) whose
+    share of alpha reaches what one sign pattern weighs; None when none does. A look below that share
+    has no boundary (``group_sequential``), so no comparison can be decided before this look."""
+    previous = 0.0
+    for n in planned_looks(up_to):
+        now = gs.spent(n, design.horizon, design.alpha_each)
+        weight = 2.0 ** -n if n <= gs.EXACT_SEEDS else 1.0 / (gs.DRAWN_PATTERNS + 1)
+        if now - previous >= weight:
+            return n
+        previous = now
+    return None
+
+
+def check_can_decide(design: Design) -> None:
+    """A one-line ``UsageError`` when the design could decide nothing at any seed count a sweep may have
+    (an alpha too small to spend, 1e-300)."""
+    if first_decisive_look(design, MAX_SEEDS) is None:
+        raise UsageError(f"--alpha {design.alpha:g} over {len(design.comparisons)} comparison(s) "
+                         f"({design.alpha_each:g} each) is too small to decide anything with --max-seeds "
+                         f"{design.horizon}, at any seed count up to {MAX_SEEDS}: no look could cross a boundary; "
+                         "give a larger --alpha (or --max-seeds)")
+
+
 def refuse_without_until_decided(options: dict[str, Any]) -> None:
     """A decision option (baseline, max_seeds, ...) given without ``--until-decided``: one-line ``UsageError``."""
     given = next((k for k, v in options.items() if v is not None), None)
@@ -241,19 +271,38 @@ def refuse_without_until_decided(options: dict[str, Any]) -> None:
 
 
 def load_state(folder: Path) -> SequentialState | None:
-    """The state recorded in ``folder`` (None when there is none); an unreadable one is a ``UsageError``."""
+    """The state recorded in ``folder`` (None when there is none); one that is not strict JSON or fails
+    ``sequential_record.problems`` is a one-line ``UsageError`` naming every problem."""
     path = Path(folder) / STATE_FILE
-    if not path.is_file():
+    if not path.exists():
         return None
+    if not path.is_file():
+        raise UsageError(f"{path} is not a file; the decision state of this sweep goes there: move it away, "
+                         f"or {sequential_record.NEW_DESIGN}")
     try:
-        return SequentialState.from_dict(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"{path}: unreadable sequential state ({type(exc).__name__}); delete it to start "
-                         "the decisions over") from None
+        data = sequential_record.strict_loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: unreadable decision state ({type(exc).__name__}: not strict JSON); put back the "
+                         f"file the tool wrote, or {sequential_record.NEW_DESIGN}") from None
+    # a state of an earlier procedure is read as recorded (its own comparison keys), to be shown, not continued
+    keys = tuple(f.name for f in fields(Comparison)) if isinstance(data, dict) and \
+        data.get("procedure") == PROCEDURE else None
+    schema = sequential_record.Schema(tuple(f.name for f in fields(Design)), keys, STATUSES, FIRST_LOOK, ROUND_SEEDS,
+                                      _metric_ok)
+    return SequentialState.from_dict(sequential_record.checked(data, path, schema))
+
+
+def _metric_ok(metric: str) -> bool:
+    parts = metric.split(".")
+    return parts in (["success_rate"], ["score"]) or (len(parts) == 2 and parts[0] == "per_type" and bool(parts[1]))
 
 
 def save_state(folder: Path, state: SequentialState) -> None:
-    atomic_write_json(Path(folder) / STATE_FILE, state.to_dict())
+    """Write the state atomically as strict JSON (``sequential_record.encode``); a failed write (a full
+    disk) is a one-line ``UsageError`` naming the file, the previous state left in place."""
+    path = Path(folder) / STATE_FILE
+    data = sequential_record.encode(state.to_dict())
+    write_json_or_refuse(path, data, "the previous decision state is unchanged")
 
 
 def resume_or_start(folder: Path, cells: Sequence[str], *, baseline: str | None, metric: str | None,
@@ -265,6 +314,14 @@ def resume_or_start(folder: Path, cells: Sequence[str], *, baseline: str | None,
     if baseline is not None and baseline not in cells:
         raise UsageError(f"--baseline {baseline!r} is not a cell of this sweep; cells: {', '.join(cells)}")
     state = load_state(folder)
+    if state is not None and not state.looks:  # no look yet: nothing was decided, a new design voids nothing
+        recorded = state.design
+        baseline = baseline if baseline is not None else recorded.baseline if recorded.baseline in cells else None
+        metric = metric if metric is not None else recorded.metric
+        alpha = alpha if alpha is not None else recorded.alpha
+        min_effect = min_effect if min_effect is not None else recorded.min_effect
+        max_seeds = max_seeds or recorded.horizon
+        state = None
     if state is not None and state.procedure != PROCEDURE:
         raise UsageError(f"{Path(folder) / STATE_FILE}: decisions made by an earlier procedure "
                          f"({state.procedure or 'unnamed'}); it is not continued: give another --name, or move the "
@@ -273,6 +330,7 @@ def resume_or_start(folder: Path, cells: Sequence[str], *, baseline: str | None,
         baseline = baseline or cells[0]
         design = Design(DEFAULT_ALPHA if alpha is None else alpha, baseline, metric or DEFAULT_METRIC, min_effect,
                         max_seeds or DEFAULT_MAX_SEEDS, tuple(c for c in cells if c != baseline))
+        check_can_decide(design)
         return SequentialState(design, design.horizon)
     recorded = state.design
     given = {"baseline": baseline, "metric": metric, "alpha": alpha, "min_effect": min_effect}

@@ -3,7 +3,9 @@ comparison the decision, the round it was made in, the seeds used, the mean pair
 effect adjusted for the stop on the data with its confidence interval (``early_stop_estimates.py``),
 the shape flags, and the procedure that produced them. ``gagpo report`` prints them below its
 tables for every sweep folder it is given that holds the decision state; ``gagpo ablate
---until-decided`` prints them after each run and with ``--status``.
+--until-decided`` prints them after each run and with ``--status``. A state that fails its checks, or
+whose recorded runs no longer hold what the decisions read (``sequential_record.py``), is named in a
+warning and its decisions are not shown.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from gagpo_cli.errors import UsageError, warn
 from gagpo_cli.sweep.sequential import (
     CAPPED,
     PROCEDURE,
@@ -27,6 +30,7 @@ from gagpo_cli.sweep.sequential import (
     SequentialState,
     load_state,
 )
+from gagpo_cli.sweep.sequential_record import check_recorded_runs, metric_parts
 from stats.early_stop_estimates import adjusted_effect
 
 SHOWN = {RUNNING: "running", CAPPED: "undecided at --max-seeds", "no difference": "no difference >= {m}",
@@ -130,10 +134,23 @@ def sequential_summaries(paths: list[Path]) -> list[SequentialSummary]:
             found.update(p.parent.resolve() for p in root.rglob(STATE_FILE))
     out = []
     for folder in sorted(found):
-        state = load_state(folder)
+        try:
+            state = load_state(folder)
+            if state is not None:
+                check_recorded_runs(state.record, _run_dirs(folder, state), metric_parts(state.design.metric),
+                                    folder / STATE_FILE)
+        except UsageError as exc:  # a damaged state or a changed run: no decision is shown from it
+            warn(f"{exc} (its decisions are not shown)")
+            continue
         if state is not None:
             out.append(summarize(state, folder))
     return out
+
+
+def _run_dirs(folder: Path, state: SequentialState) -> dict[tuple[str, int], Path]:
+    """(cell, seed) -> run folder of the runs the state recorded, as ``gagpo ablate`` lays them out."""
+    return {(cell, int(seed)): folder / cell / f"s{seed}" for cell, seeds in state.record["runs"].items()
+            for seed in seeds}
 
 
 def sequential_table(summary: SequentialSummary) -> Table:

@@ -34,8 +34,10 @@ from gagpo_cli.config import (
     EnvConfig,
     ExperimentConfig,
     load_config,
+    load_yaml,
     parse_key_value,
     resolve_experiment_path,
+    yaml_error_message,
 )
 from gagpo_cli.errors import UsageError
 from gagpo_cli.sweep.grid import (
@@ -55,6 +57,8 @@ from gagpo_core import plugins
 
 SWEEPS_DIR = EXPERIMENTS_DIR / "sweeps"
 SWEEP_KEYS = ("name", "description", "base", "preset", "axes", "seeds", "set")
+MAX_SEEDS = 1000  # per cell (--seeds, --max-seeds, a sweep file's seeds)
+MAX_RUNS = 10_000  # cells x seeds of one sweep
 # train flags ablate passes
 ABLATE_FLAGS = ("estimator", "env", "model", "lora", "iterations", "output_dir", "wandb", "action_mode")
 
@@ -118,8 +122,10 @@ class Sweep:
 
 def _read_sweep_file(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
+        data = load_yaml(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise UsageError(yaml_error_message(path, exc)) from None
+    except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: cannot read sweep file ({type(exc).__name__})") from None
     if not isinstance(data, dict):
         raise UsageError(f"{path}: a sweep file is a mapping ({', '.join(SWEEP_KEYS)})")
@@ -133,7 +139,7 @@ def is_sweep_file(path: Path) -> bool:
     """A YAML file with ``axes`` or ``preset`` at the top level."""
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return False
     return isinstance(data, dict) and ("axes" in data or "preset" in data)
 
@@ -146,6 +152,8 @@ def _file_axes(path: Path, axes: Any) -> list[Axis]:
     out = []
     for name, values in axes.items():
         if isinstance(values, dict):
+            if not values:
+                raise UsageError(f"{path}: axis '{name}' lists no values; give at least one (or leave the axis out)")
             composite = []
             for label, overrides in values.items():
                 if not isinstance(overrides, dict) or not overrides:
@@ -153,6 +161,8 @@ def _file_axes(path: Path, axes: Any) -> list[Axis]:
                 composite.append(AxisValue(str(label), tuple(overrides.items())))
             out.append(Axis(str(name), tuple(composite)))
         elif isinstance(values, list):
+            if not values:
+                raise UsageError(f"{path}: axis '{name}' lists no values; give at least one (or leave the axis out)")
             out.append(axis_from_values(str(name), [format_value(v) for v in values]))
         else:
             raise UsageError(f"{path}: axis '{name}' needs a list of values")
@@ -163,10 +173,14 @@ def _seeds(value: Any, where: str) -> list[int]:
     if isinstance(value, int) and not isinstance(value, bool):
         if value < 1:
             raise UsageError(f"{where}: seeds must be at least 1, got {value}")
+        if value > MAX_SEEDS:
+            raise UsageError(f"{where}: at most {MAX_SEEDS} seeds per cell, got {value}")
         return list(range(value))
     if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         if min(value) < 0:
             raise UsageError(f"{where}: seeds are whole numbers >= 0, got {value}")
+        if len(value) > MAX_SEEDS:
+            raise UsageError(f"{where}: at most {MAX_SEEDS} seeds per cell, got {len(value)}")
         if len(set(value)) != len(value):
             raise UsageError(f"{where}: a seed is listed twice: {value}")
         return list(value)
@@ -306,6 +320,9 @@ def build_sweep(spec: str | None = None, grid: Sequence[str] = (), preset: str |
         axes += parse_grid(text)
     axes, seed_list = _seed_axis(axes, seeds, data.get("seeds", 1), where)
     cells = expand(axes)
+    if len(cells) * len(seed_list) > MAX_RUNS:
+        raise UsageError(f"this sweep would be {len(cells)} cells x {len(seed_list)} seeds = "
+                         f"{len(cells) * len(seed_list)} runs; at most {MAX_RUNS} runs per sweep: split it")
     _check_axes_own_their_keys(axes, all_sets, flags)
     base_cfg = config_from_cli(base, list(all_sets), flags)
     _check_env_axes_keep_env_settings(axes, base_cfg, Path(base).stem if base else "the default config")
@@ -315,11 +332,33 @@ def build_sweep(spec: str | None = None, grid: Sequence[str] = (), preset: str |
     if not sweep_name or "/" in sweep_name or sweep_name.startswith("."):
         raise UsageError(f"bad sweep name '{sweep_name}' (one folder name)")
     root = (Path(base_cfg.logging.output_dir) / sweep_name).resolve()
+    below = next((a for a in (root, *root.parents) if a.exists()), None)
+    if below is not None and not below.is_dir():
+        raise UsageError(f"--output-dir {base_cfg.logging.output_dir}: {below} is a file, not a folder; the sweep "
+                         "folder goes below it: choose another --output-dir")
     sweep = Sweep(sweep_name, str(data.get("description", "")), base, all_sets, flags, axes, seed_list, root,
                   cells)
     for cell in cells:
         sweep.runs += _cell_runs(sweep, cell)
+    _check_distinct_cells(sweep)
     return sweep
+
+
+def _check_distinct_cells(sweep: Sweep) -> None:
+    """Two cells that resolve to the same settings (``optim.lr=0.02,2e-2``; a sweep file's composite values
+    that set the same keys alike) would train the same runs twice under two names: a ``UsageError``."""
+    from gagpo_cli.train.config_match import RESULT_NEUTRAL, flat
+
+    seen: dict[str, str] = {}
+    for run in sweep.runs:
+        if run.seed != sweep.seeds[0]:
+            continue
+        settings = {k: v for k, v in flat(run.config.to_dict()).items() if not k.startswith(RESULT_NEUTRAL)}
+        key = json.dumps(settings, sort_keys=True, default=str)
+        if key in seen:
+            raise UsageError(f"cells '{seen[key]}' and '{run.cell.name}' resolve to the same settings: they would "
+                             "train the same runs twice; give distinct values")
+        seen[key] = run.cell.name
 
 
 def _seed_axis(axes: list[Axis], seeds: int | None, file_seeds: Any,
@@ -396,7 +435,9 @@ def _cell_runs(sweep: Sweep, cell: Cell) -> list[Run]:
     for seed in sweep.seeds:
         run_dir = sweep.root / cell.name / f"s{seed}"
         run_flags = {**pass_flags, "seed": seed, "output_dir": str(run_dir.parent), "run_name": run_dir.name}
-        run_cfg = config_from_cli(sweep.base, texts, run_flags)  # what the child resolves its arguments to
+        run_cfg = copy.deepcopy(cfg)  # what the child resolves its arguments to: the cell's config, these flags
+        run_cfg.train.seed = seed
+        run_cfg.logging.output_dir, run_cfg.logging.run_name = str(run_dir.parent), run_dir.name
         runs.append(Run(cell, seed, run_dir, _train_args(sweep.base, texts, run_flags), run_cfg))
     return runs
 

@@ -3,7 +3,9 @@
 - done: ``eval.json`` of the run's last iteration exists, or the launcher saw the trainer exit 0 and
   the newest checkpoint holds every iteration (runs without a final evaluation); a run whose cell now
   asks for more iterations than it trained is pending (continued from its newest checkpoint);
-- running: ``sweep_status.json`` names a live process on this host (or a Ray task elsewhere);
+- running: a process holds the run folder's writer lock (``folder_locks``: a sweep's run, a
+  ``gagpo train`` started by hand; the lock dies with its holder), or ``sweep_status.json`` names a Ray
+  task on another host;
 - failed: the last attempt exited non-zero; the error is the last line of its log;
 - pending: anything else (``resume from iteration N`` when a checkpoint exists).
 
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gagpo_cli.folder_locks import run_writer
 from gagpo_cli.run_layout import RunLayout, evaluation_is_final
 from gagpo_cli.train.checkpoint import checkpoint_iteration, latest_checkpoint
 from gagpo_core.atomic import atomic_write_json
@@ -50,21 +53,6 @@ def read_status(run_dir: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
-
-
-def _alive(pid: Any) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie (exited, not yet reaped) is not running
-        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
-    except (OSError, IndexError):
-        return True
 
 
 def last_line(log: Path) -> str:
@@ -106,6 +94,9 @@ def run_state(run_dir: Path, iterations: int | None = None) -> RunState:
     (None: any finished run is done)."""
     run_dir = Path(run_dir)
     log = RunLayout(run_dir).log
+    writer = run_writer(run_dir)
+    if writer is not None:
+        return RunState("running", f"written by {writer}", log)
     if RunLayout(run_dir).final_eval.is_file() and evaluation_is_final(
             _evaluated_iteration(run_dir) if iterations is not None else None, iterations):
         return RunState("done", "eval.json", log)
@@ -113,12 +104,8 @@ def run_state(run_dir: Path, iterations: int | None = None) -> RunState:
     state = status.get("state")
     if state == "done" and (iterations is None or completed_iterations(run_dir) >= iterations):
         return RunState("done", "finished (no final evaluation)", log)
-    if state == "running":
-        here = status.get("host") == socket.gethostname()
-        if status.get("launcher") == "ray" and not here:
-            return RunState("running", f"ray task on {status.get('host')}", log)
-        if here and _alive(status.get("pid")):
-            return RunState("running", f"pid {status['pid']}", log)
+    if state == "running" and status.get("launcher") == "ray" and status.get("host") != socket.gethostname():
+        return RunState("running", f"ray task on {status.get('host')}", log)  # its lock is on that host
     if state == "failed":
         return RunState("failed", f"exit {status.get('returncode')}: {status.get('error', '')}", log)
     checkpoint = latest_checkpoint(run_dir)
@@ -127,6 +114,3 @@ def run_state(run_dir: Path, iterations: int | None = None) -> RunState:
     return RunState("pending", "interrupted" if state in ("running", "interrupted") else "", log)
 
 
-def can_resume(run_dir: Path) -> bool:
-    """A checkpoint exists to continue from (the trainer's ``--resume``)."""
-    return latest_checkpoint(Path(run_dir)) is not None

@@ -27,7 +27,7 @@ from gagpo_cli.sweep.status import completed_iterations, holds_results, run_stat
 from gagpo_cli.train.config_match import RESULT_NEUTRAL, config_changes, flat
 
 
-def _recorded_form(run: Run) -> Any:
+def recorded_form(run: Run) -> Any:
     """``run.config`` as the trainer records it: in score mode ``recipe.train`` builds the environment
     with its score-mode options and saves those in ``config.yaml``."""
     cfg = run.config
@@ -49,7 +49,7 @@ def _checked(run_dir: Path) -> bool:
     return holds_results(run_dir) or (RunLayout(run_dir).config.is_file() and run_state(run_dir).state == "running")
 
 
-def _recorded(run_dir: Path) -> dict[str, Any] | None:
+def recorded(run_dir: Path) -> dict[str, Any] | None:
     """The run's flattened ``config.yaml``; None when it is missing or unreadable."""
     try:
         return flat(yaml.safe_load(RunLayout(run_dir).config.read_text(encoding="utf-8")))
@@ -69,11 +69,11 @@ def check_run_settings(sweep: Sweep) -> dict[Run, int]:
     for run in sweep.runs:
         if not _checked(run.run_dir):
             continue
-        saved = _recorded(run.run_dir)
+        saved = recorded(run.run_dir)
         if saved is None:
             problems.append((run.run_dir, "holds results but no readable config.yaml to compare settings with"))
             continue
-        changes = config_changes(_recorded_form(run), saved, RESULT_NEUTRAL)
+        changes = config_changes(recorded_form(run), saved, RESULT_NEUTRAL)
         if "train.iterations" in changes and completed_iterations(run.run_dir) <= run.config.train.iterations:
             del changes["train.iterations"]  # it continues (or resumes) up to the new total
             continuing[run] = saved["train.iterations"]

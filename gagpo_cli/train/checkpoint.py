@@ -11,8 +11,10 @@ Layout (``<run>/checkpoints/iter_000010/`` = the state after 10 completed iterat
 
 A checkpoint is written into a hidden temporary folder and renamed into place, so a folder named
 ``iter_*`` is always complete; a run killed mid-save leaves only a ``.tmp-*`` folder, ignored and
-cleaned up by the next save. Loading re-hashes every file: a missing, unreadable or altered file
-is a ``UsageError`` naming it. Only the newest ``KEEP`` checkpoints are kept.
+cleaned up by the next save. A save that fails (a full disk) removes its temporary folder and is one
+line naming the checkpoint and the space it needs (``write_errors``). Loading re-hashes every file: a
+missing, unreadable or altered file is a ``UsageError`` naming it. Only the newest ``KEEP``
+checkpoints are kept.
 
 ``newest_intact_checkpoint`` (what ``--resume`` uses) walks back from the newest checkpoint to the
 newest one that verifies; every corrupt one it passes is renamed ``corrupt-iter_*`` (never deleted,
@@ -48,6 +50,7 @@ import torch
 
 from gagpo_cli.errors import UsageError
 from gagpo_cli.run_layout import ITERATION_PREFIX, RunLayout, iteration_of
+from gagpo_cli.write_errors import is_space_error, write_failure
 
 KEEP = 2
 MANIFEST = "manifest.json"
@@ -124,6 +127,26 @@ def save_checkpoint(run_dir: Path, iteration: int, policy: Any, updater: Any,
     final = checkpoint_path(run_dir, iteration)
     tmp = root / f".tmp-{final.name}"
     tmp.mkdir()
+    try:
+        _write_checkpoint(tmp, iteration, policy, updater, rng_state)
+    except BaseException as exc:  # nothing half-written stays; a full disk is one line naming the folder
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, OSError) or is_space_error(exc):
+            previous = latest_checkpoint(run_dir)
+            kept = (f"the run's checkpoint {previous.name} is kept: free some space and continue with --resume"
+                    if previous is not None else "free some space and start the run again with --resume")
+            raise write_failure(final, exc, _checkpoint_bytes(previous, policy, updater), kept) from None
+        raise
+    if final.exists():  # a resumed run saving the same iteration again
+        shutil.rmtree(final)
+    tmp.rename(final)
+    for old in list_checkpoints(run_dir)[:-KEEP]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def _write_checkpoint(tmp: Path, iteration: int, policy: Any, updater: Any, rng_state: dict[str, Any]) -> None:
+    """Fill the temporary folder ``tmp``: weights, updater state, random states, then the manifest."""
     if getattr(policy, "sharded", False):  # fsdp: this rank's shard into rank 0's folder
         from gagpo_cli.train import sharding
 
@@ -139,12 +162,29 @@ def save_checkpoint(run_dir: Path, iteration: int, policy: Any, updater: Any,
         "files": {str(p.relative_to(tmp)): _sha256(p) for p in files},
     }
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")
-    if final.exists():  # a resumed run saving the same iteration again
-        shutil.rmtree(final)
-    tmp.rename(final)
-    for old in list_checkpoints(run_dir)[:-KEEP]:
-        shutil.rmtree(old, ignore_errors=True)
-    return final
+
+
+def _checkpoint_bytes(previous: Path | None, policy: Any, updater: Any) -> int | None:
+    """About what a checkpoint takes: the run's previous one, else its trainable weights and updater
+    state (None when neither can be measured)."""
+    if previous is not None:
+        return sum(p.stat().st_size for p in previous.rglob("*") if p.is_file())
+    try:
+        tensors = [t for t in _tensors(updater.state_dict())]
+        tensors += [p for p in policy.model.parameters() if p.requires_grad]
+        return sum(t.numel() * t.element_size() for t in tensors) or None
+    except Exception:  # a policy without .model, an updater without tensors: the size stays unknown
+        return None
+
+
+def _tensors(state: Any) -> list[torch.Tensor]:
+    if isinstance(state, torch.Tensor):
+        return [state]
+    if isinstance(state, dict):
+        return [t for value in state.values() for t in _tensors(value)]
+    if isinstance(state, (list, tuple)):
+        return [t for value in state for t in _tensors(value)]
+    return []
 
 
 # ---------------------------------------------------------------------------- load

@@ -23,6 +23,7 @@ from gagpo_cli.episodes import evaluation_specs, run_episodes, summarize
 from gagpo_cli.run_layout import RunLayout
 from gagpo_cli.train.acting.agent import ModelAgent
 from gagpo_cli.train.distributed import Dist, StoppedElsewhere, from_main
+from gagpo_cli.write_errors import refused_on_full_disk
 from gagpo_core.atomic import atomic_write_json
 
 
@@ -83,13 +84,20 @@ def write_eval_record(run_dir: Path, iteration: int, evaluation: dict[str, Any])
     """``<run>/evals/iter_NNNNNN.json``: one evaluation's summary and per-episode records (``eval.json``'s
     format), written atomically, so that evaluations at different iterations can be compared."""
     record = {"iteration": iteration, **evaluation}
-    return atomic_write_json(RunLayout(run_dir).eval_record(iteration), record)
+    path = RunLayout(run_dir).eval_record(iteration)
+    with refused_on_full_disk(path, None, _KEPT):
+        return atomic_write_json(path, record)
 
 
 def write_final_eval(run_dir: Path, iteration: int, evaluation: dict[str, Any]) -> Path:
     """``<run>/eval.json``: the evaluation of the trained policy after ``iteration`` iterations (what
     ``gagpo report`` reads and a sweep counts as done), written atomically."""
-    return atomic_write_json(RunLayout(run_dir).final_eval, {"iteration": iteration, **evaluation})
+    path = RunLayout(run_dir).final_eval
+    with refused_on_full_disk(path, None, _KEPT):
+        return atomic_write_json(path, {"iteration": iteration, **evaluation})
+
+
+_KEPT = "the trained policy is in the run's newest checkpoint: free some space and run again with --resume"
 
 
 def eval_batch_size(cfg: ExperimentConfig) -> int:

@@ -131,12 +131,8 @@ SHAPES: dict[str, ModelShape] = {
 def shape_of(name: str) -> ModelShape:
     """The shape of model ``name``: a local folder's ``config.json``, else the ``SHAPES`` table."""
     config = Path(name) / "config.json"
-    if config.is_file():
-        c = json.loads(config.read_text())
-        return ModelShape(c["hidden_size"], c["num_hidden_layers"], c["intermediate_size"],
-                          c["num_attention_heads"], c.get("num_key_value_heads", c["num_attention_heads"]),
-                          c["vocab_size"], bool(c.get("tie_word_embeddings", False)),
-                          bool(c.get("attention_bias", c.get("model_type") == "qwen2")))
+    if config.exists():
+        return _shape_from_config(config)
     if name in SHAPES:
         return SHAPES[name]
     raise UsageError(f"memory plan: no shape known for model '{name}'; pass a local model folder "
@@ -144,6 +140,35 @@ def shape_of(name: str) -> ModelShape:
 
 
 DEFAULT_PROMPT_TOKENS = 1024  # a rollout prompt's tokens when the plan is not told (`gagpo plan --prompt-tokens`)
+
+
+SHAPE_KEYS = ("hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads", "vocab_size")
+
+
+def _shape_from_config(config: Path) -> ModelShape:
+    """A model folder's ``config.json`` as a ``ModelShape``; a one-line ``UsageError`` naming the file and
+    the key when it is not JSON, lacks a key the plan needs or holds anything but a whole number > 0 there."""
+    try:
+        c = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"memory plan: cannot read {config} ({type(exc).__name__}: not a JSON model config)") from None
+    if not isinstance(c, dict):
+        raise UsageError(f"memory plan: {config} is not a JSON object (a transformers model config)")
+    c = {"num_key_value_heads": c.get("num_attention_heads"), **c}
+    for key in (*SHAPE_KEYS, "num_key_value_heads"):
+        value = c.get(key)
+        if key not in c or value is None:
+            raise UsageError(f"memory plan: {config} has no {key}; the plan sizes a Llama/Qwen2-style decoder "
+                             f"from {', '.join(SHAPE_KEYS)}")
+        if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+            raise UsageError(f"memory plan: {config}: {key} must be a whole number > 0, got {value!r}")
+    if c["hidden_size"] % c["num_attention_heads"] or c["num_attention_heads"] % c["num_key_value_heads"]:
+        raise UsageError(f"memory plan: {config}: hidden_size {c['hidden_size']} must split into "
+                         f"num_attention_heads {c['num_attention_heads']}, and those into num_key_value_heads "
+                         f"{c['num_key_value_heads']}")
+    return ModelShape(c["hidden_size"], c["num_hidden_layers"], c["intermediate_size"], c["num_attention_heads"],
+                      c["num_key_value_heads"], c["vocab_size"], bool(c.get("tie_word_embeddings", False)),
+                      bool(c.get("attention_bias", c.get("model_type") == "qwen2")))
 
 
 @dataclass(frozen=True)

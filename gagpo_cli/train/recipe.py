@@ -31,6 +31,7 @@ ranks' newest checkpoints differ is refused.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 from pathlib import Path
@@ -43,6 +44,7 @@ from environments.base import resolve_env_spec
 from gagpo_cli.config import ExperimentConfig
 from gagpo_cli.episodes import choose_split
 from gagpo_cli.errors import UsageError, user_input
+from gagpo_cli.folder_locks import writing
 from gagpo_cli.models import check_model_source, describe_model
 from gagpo_cli.threads import apply_threads
 from gagpo_cli.train import distributed
@@ -127,9 +129,10 @@ def train(cfg: ExperimentConfig, *, resume: bool = False, policy: TrainablePolic
     if ctx.rank > 0:  # ranks > 0 keep their own records under <run>/ranks/ (distributed.rank_config)
         cfg = distributed.rank_config(cfg, run_name(cfg), ctx)
     planned = Path(cfg.logging.output_dir) / run_name(cfg)
-    with removed_on_failure(planned):
+    with removed_on_failure(planned), contextlib.ExitStack() as lock:
         problem = None
         try:
+            lock.enter_context(writing(planned))  # one writer per run folder, from before anything is read
             run_dir, resume = prepare_run_dir(cfg, resume)
         except UsageError as exc:  # e.g. one rank's folder holds no run to resume: every rank refuses
             problem = exc

@@ -1,12 +1,14 @@
 """Records of a run: ``metrics.jsonl`` (always), Weights & Biases (optional).
 
 ``metrics.jsonl`` holds one JSON object per completed iteration, ``{"iteration": i, ...metrics}``,
-appended with flush + fsync so a killed run loses at most the iteration in flight. On resume the
+appended with flush + fsync so a killed run loses at most the iteration in flight; an append that
+fails (a full disk) is cut back to the last whole line and is one line naming the file. On resume the
 file is cut back (atomically) to the iterations the checkpoint covers, so no line is duplicated.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -17,6 +19,7 @@ from typing import Any
 
 from gagpo_cli.errors import UsageError
 from gagpo_cli.run_layout import RunLayout
+from gagpo_cli.write_errors import write_failure
 from gagpo_core.atomic import atomic_write_text
 
 __all__ = ["WANDB_MODES", "RunRecords", "read_metrics", "truncate_metrics", "wandb_available_mode"]
@@ -90,10 +93,22 @@ class RunRecords:
     def log(self, iteration: int, metrics: dict[str, Any]) -> None:
         """Append one iteration's line (flush + fsync) and send it to W&B."""
         line = {"iteration": iteration, **{k: _json_safe(v) for k, v in sorted(metrics.items())}}
-        with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(line) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        text = (json.dumps(line, allow_nan=False) + "\n").encode()
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        try:
+            whole = os.lseek(fd, 0, os.SEEK_END)  # the end of the last whole line
+            try:
+                view = memoryview(text)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            except OSError as exc:  # a full disk: cut back to the last whole line, one line naming the file
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, whole)
+                raise write_failure(self.path, exc, len(text), f"its lines up to iteration {iteration - 1} are "
+                                    "intact: free some space and continue the run with --resume") from None
+        finally:
+            os.close(fd)
         if self._wandb_run is not None:
             self._wandb_run.log(metrics, step=iteration)
 

@@ -5,9 +5,11 @@ start fails before anything was recorded. The files in it are named by ``gagpo_c
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +17,7 @@ import yaml
 
 from gagpo_cli.config import ExperimentConfig, write_resolved_config
 from gagpo_cli.errors import UsageError, warn
-from gagpo_cli.run_layout import RunLayout
+from gagpo_cli.run_layout import SET_ASIDE_DIR, RunLayout
 from gagpo_cli.train.checkpoint import checkpoint_iteration, list_checkpoints, newest_intact_checkpoint
 from gagpo_cli.train.config_match import RESUMABLE_CHANGES, config_changes, flat
 from gagpo_cli.train.records import truncate_metrics
@@ -94,20 +96,41 @@ def resume_checkpoint(cfg: ExperimentConfig, run_dir: Path) -> Path | None:
     - the newest checkpoint that verifies is continued (corrupt newer ones are set aside as
       ``checkpoints/corrupt-iter_*`` with a warning, never deleted); the config must match the
       saved one except ``RESUMABLE_CHANGES``;
-    - a run with no usable checkpoint (killed before its first save) restarts from iteration 1,
-      with a warning; its earlier ``metrics.jsonl`` lines, ``evals/`` and ``eval.json`` are dropped;
+    - a finished run (its ``eval.json`` written) none of whose checkpoints is usable is refused: its
+      records are kept as they are, and training it again is a new run (another ``--run-name``);
+    - an unfinished run none of whose checkpoints is usable restarts from iteration 1, with a warning:
+      when it had saved (its checkpoints were set aside as corrupt) its earlier ``metrics.jsonl``,
+      ``evals/`` and ``eval.json`` are moved to ``set-aside/attempt-<time>/``; when it stopped before its
+      first save, its partial records are dropped;
     - a directory holding no run at all is an error (nothing to continue).
     """
     layout = RunLayout(run_dir)
     if not layout.config.is_file() and not holds_records(run_dir):
         raise UsageError(f"--resume: {run_dir} holds no run to continue; start it without --resume")
-    checkpoint = newest_intact_checkpoint(run_dir, say=warn)
+    set_aside: list[str] = []
+
+    def say(message: str) -> None:
+        set_aside.append(message)
+        warn(message)
+
+    checkpoint = newest_intact_checkpoint(run_dir, say=say)
     if checkpoint is None:
-        warn(f"--resume: {run_dir} has no usable checkpoint yet (the run stopped before its first save); "
-              "restarting it from iteration 1 and discarding its earlier records")
-        truncate_metrics(run_dir, -1)
-        layout.final_eval.unlink(missing_ok=True)
-        shutil.rmtree(layout.evals, ignore_errors=True)
+        finished = evaluated_iteration(run_dir)
+        if finished is not None:
+            raise UsageError(f"--resume: {run_dir} finished {finished} iterations (eval.json) and has no usable "
+                             f"checkpoint to continue from{' (set aside as corrupt)' if set_aside else ''}; its "
+                             "records are kept as they are: to train it again from iteration 1, give another "
+                             "--run-name (or move the folder aside)")
+        if set_aside:
+            kept = _set_records_aside(run_dir)
+            warn(f"--resume: none of the checkpoints of {run_dir} is usable; restarting it from iteration 1"
+                 + (f", its earlier records moved to {kept}" if kept else ""))
+        else:
+            warn(f"--resume: {run_dir} has no checkpoint yet (the run stopped before its first save); "
+                 "restarting it from iteration 1 and dropping its partial records")
+            truncate_metrics(run_dir, -1)
+            layout.final_eval.unlink(missing_ok=True)
+            shutil.rmtree(layout.evals, ignore_errors=True)
         return None
     check_same_config(cfg, run_dir)
     done = checkpoint_iteration(checkpoint)
@@ -117,6 +140,34 @@ def resume_checkpoint(cfg: ExperimentConfig, run_dir: Path) -> Path | None:
                          f"or evaluate it with `gagpo eval --policy {checkpoint} --env {cfg.env.name}`")
     print(f"continuing from {checkpoint}", file=sys.stderr, flush=True)
     return checkpoint
+
+
+def evaluated_iteration(run_dir: Path) -> int | None:
+    """The iteration the run's ``eval.json`` evaluated (the run finished it), or None without a readable one."""
+    try:
+        data = json.loads(RunLayout(run_dir).final_eval.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    value = data.get("iteration") if isinstance(data, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _set_records_aside(run_dir: Path) -> Path | None:
+    """Move ``metrics.jsonl``, ``evals/`` and ``eval.json`` into a new ``set-aside/attempt-<time>/`` folder;
+    returns it (None when there was nothing to move)."""
+    layout = RunLayout(run_dir)
+    records = [p for p in (layout.metrics, layout.evals, layout.final_eval) if p.exists()]
+    if not records:
+        return None
+    target = run_dir / SET_ASIDE_DIR / f"attempt-{time.strftime('%Y%m%d-%H%M%S')}"
+    n = 2
+    while target.exists():
+        target = target.with_name(f"{target.name.split('~')[0]}~{n}")
+        n += 1
+    target.mkdir(parents=True)
+    for path in records:
+        os.replace(path, target / path.name)
+    return target
 
 
 def check_same_config(cfg: ExperimentConfig, run_dir: Path) -> None:

@@ -26,8 +26,8 @@ LAYER = {"gagpo_core": 0, "stats": 1, "estimators": 1, "environments": 1, "integ
 CLI_ROOMS: list[tuple[str, tuple[str, ...]]] = [
     # what every command shares: settings, errors, paths, models on disk, the evaluation episode loop
     ("base", ("gagpo_cli", "gagpo_cli.agents", "gagpo_cli.config", "gagpo_cli.console", "gagpo_cli.episodes",
-              "gagpo_cli.errors", "gagpo_cli.models", "gagpo_cli.output_paths", "gagpo_cli.run_layout",
-              "gagpo_cli.threads", "gagpo_cli.weight_files")),
+              "gagpo_cli.errors", "gagpo_cli.folder_locks", "gagpo_cli.models", "gagpo_cli.output_paths",
+              "gagpo_cli.run_layout", "gagpo_cli.threads", "gagpo_cli.weight_files", "gagpo_cli.write_errors")),
     # what the training rooms below share: processes, sharding, prompts, checkpoints, records
     ("train: shared", ("gagpo_cli.train", "gagpo_cli.train.distributed", "gagpo_cli.train.sharding",
                        "gagpo_cli.train.prompts", "gagpo_cli.train.checkpoint", "gagpo_cli.train.config_match",

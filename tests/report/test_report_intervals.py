@@ -102,7 +102,7 @@ def test_unpaired_when_seeds_differ_and_seeds_needed_when_unsettled(tmp_path):
     needed = max(st.seeds_needed(10.0, spread, alpha=0.05 / 4), 5)
     assert row["WebShop Succ. seeds needed"] == needed < st.seeds_needed(3.0, spread, alpha=0.05 / 4)
     assert "seeds per method to detect a difference of 10 points" in (tmp_path / "out" / "table1.md").read_text()
-    with pytest.raises(UsageError, match="--min-effect must be a positive number"):
+    with pytest.raises(UsageError, match="--min-effect must be a positive, finite number"):
         report_command([root], 1, tmp_path / "out", min_effect=-1.0)
 
 

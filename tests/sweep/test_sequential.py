@@ -125,7 +125,14 @@ def test_an_interrupted_loop_resumes_where_it_was_and_a_larger_cap_continues(tmp
 
 
 def test_a_changed_design_is_refused_in_one_line(tmp_path):
-    save_state(tmp_path, _state(tmp_path))
+    state = _state(tmp_path)
+    save_state(tmp_path, state)
+    replaced = resume_or_start(tmp_path, ["base", "c0", "c1"], baseline=None, metric="score", alpha=0.1,
+                               min_effect=None, max_seeds=None)  # no look yet: a new design voids nothing
+    assert (replaced.design.alpha, replaced.design.metric, replaced.design.horizon) == (0.1, "score", 6)
+    base = np.array([70.0, 80.0, 75.0, 90.0])
+    state.analyse(4, {"base": base, "c0": base + [5.0, -3.0, 9.0, 1.0], "c1": base + [2.0, 2.0, -1.0, 4.0]})
+    save_state(tmp_path, state)
     with pytest.raises(UsageError, match="--alpha 0.05"):
         resume_or_start(tmp_path, ["base", "c0", "c1"], baseline=None, metric=None, alpha=0.1, min_effect=None,
                         max_seeds=None)
@@ -136,7 +143,7 @@ def test_a_changed_design_is_refused_in_one_line(tmp_path):
         resume_or_start(tmp_path, ["base", "c0", "c1"], baseline="nope", metric=None, alpha=None, min_effect=None,
                         max_seeds=None)
     (tmp_path / STATE_FILE).write_text("{not json")
-    with pytest.raises(UsageError, match="unreadable sequential state"):
+    with pytest.raises(UsageError, match="unreadable decision state"):
         load_state(tmp_path)
 
 
@@ -192,7 +199,7 @@ def test_gagpo_report_on_a_decided_sweep_prints_the_decisions(tmp_path):
     until_decided(state, trainer.launch, trainer.score, lambda s: save_state(folder, s))
     for cell, estimator in (("base", "grpo"), ("c0", "gagpo")):
         for seed in range(state.comparisons["c0"].seeds):
-            value = 50 + trainer.score(cell, seed)
+            value = float(np.clip(50 + trainer.score(cell, seed), 0, 100))  # eval.json holds 0..100
             write_run(folder / cell / f"s{seed}", estimator, "alfworld", value, value, seed=seed)
     code, out, err = run_cli(["report", str(folder), "--baseline", "estimator=grpo", "--out", str(tmp_path / "report")])
     assert code == 0, err
