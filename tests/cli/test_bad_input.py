@@ -152,6 +152,9 @@ CASES = [
     ("play-env-unknown", ["play", "--env", "corrdor"], ["corrdor"], "in"),
     ("play-task-out-of-range", ["play", "--env", "alfworld", "--task", "99999"], ["99999"], "in"),
     ("play-split-unknown", ["play", "--env", "alfworld", "--split", "nope"], ["nope"], "in"),
+    # serve (checked before the openenv package is needed)
+    ("serve-port-zero", ["serve", "alfworld", "--port", "0"], ["--port", "1..65535"], "in"),
+    ("serve-no-sessions", ["serve", "alfworld", "--max-sessions", "0"], ["--max-sessions"], "in"),
     # models: paths, folders, aliases, hub ids (no run directory may be left behind)
     ("model-missing-path", ["train", "--env", "alfworld", "--model", "/a/missing/path"],
      ["/a/missing/path", "does not exist"], "in"),

@@ -153,7 +153,8 @@ def test_until_decided_runs_its_rounds_through_the_ray_launcher(setup):
     state = json.loads((out / "rounds" / "sequential.json").read_text())
     assert [look["n"] for look in state["looks"]] == [4]
     (comparison,) = state["comparisons"].values()
-    assert comparison["seeds"] == 4 and comparison["status"] in ("better", "worse", "cap")
+    # the tiny model's 4-episode rates are often 0% beside a few wins: a bimodal cell is withheld at the cap
+    assert comparison["seeds"] == 4 and comparison["status"] in ("better", "worse", "cap", "withheld")
     report = _gagpo(["report", str(out / "rounds"), "--out", str(root / "ray-report")], env)
     stdout, stderr = report.communicate(timeout=300)
     assert report.returncode == 0, stderr

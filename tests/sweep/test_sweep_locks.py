@@ -59,7 +59,10 @@ def test_sweeps_started_together_and_apart_train_each_run_once(tmp_path):
         assert _iterations(run_dir) == [1, 2], (run_dir, _iterations(run_dir))
         assert (run_dir / "train.log").read_text().count("\n=== ") == 1, run_dir
         assert json.loads((run_dir / "eval.json").read_text())["iteration"] == 2
-    assert sorted(codes) == [0, 2, 2], (codes, results)
+    assert sorted(codes[:2]) == [0, 2], (codes, results)
+    # the later driver is refused while the first one holds the folder; on a loaded machine the first one
+    # may have finished both runs before the later one's interpreter started: then it trains nothing
+    assert codes[2] == 2 or "2 done (skipped)" in results[2][0].replace("\n", " "), (codes, results)
     for (out, err), code in zip(results, codes, strict=True):
         if code == 2:  # the driver that found the folder taken: one line naming the holder
             (line,) = err.strip().splitlines()
