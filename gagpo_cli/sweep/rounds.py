@@ -27,6 +27,7 @@ from gagpo_cli.sweep.sequential import (
     ROUND_SEEDS,
     STATE_FILE,
     SequentialState,
+    check_baseline,
     load_state,
     resume_or_start,
     save_state,
@@ -201,7 +202,8 @@ def until_decided_command(spec: str | None, grid: Sequence[str], preset: str | N
     check_options(options.get("max_seeds"), options.get("alpha"), options.get("min_effect"), options.get("metric"),
                   seeds)
     sweep = _build(spec, grid, preset, sets, flags, name, options.get("max_seeds"))
-    if dry_run:
+    if dry_run:  # the plan only, but a design that could never start is refused here too
+        check_baseline(_cell_named(sweep, options.get("baseline")), [c.name for c in sweep.cells])
         Console().print(dry_run_table(sweep))
         return 0
     console = Console()

@@ -305,14 +305,19 @@ def save_state(folder: Path, state: SequentialState) -> None:
     write_json_or_refuse(path, data, "the previous decision state is unchanged")
 
 
+def check_baseline(baseline: str | None, cells: Sequence[str]) -> None:
+    """A one-line ``UsageError`` when ``baseline`` (None: the default, the first cell) is not one of ``cells``."""
+    if baseline is not None and baseline not in cells:
+        raise UsageError(f"--baseline {baseline!r} is not a cell of this sweep; cells: {', '.join(cells)}")
+
+
 def resume_or_start(folder: Path, cells: Sequence[str], *, baseline: str | None, metric: str | None,
                     alpha: float | None, min_effect: float | None, max_seeds: int | None) -> SequentialState:
     """The state recorded in ``folder``, its cap set to ``max_seeds``, or a new design over ``cells``
     (defaults: the first cell as baseline, ``DEFAULT_METRIC``, ``DEFAULT_ALPHA``, no futility, horizon
     ``DEFAULT_MAX_SEEDS``). An option left None keeps the recorded value; one that differs from it, or
     other cells, is a one-line ``UsageError`` (a changed design voids the error guarantee)."""
-    if baseline is not None and baseline not in cells:
-        raise UsageError(f"--baseline {baseline!r} is not a cell of this sweep; cells: {', '.join(cells)}")
+    check_baseline(baseline, cells)
     state = load_state(folder)
     if state is not None and not state.looks:  # no look yet: nothing was decided, a new design voids nothing
         recorded = state.design

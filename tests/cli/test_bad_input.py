@@ -152,6 +152,8 @@ CASES = [
     ("play-env-unknown", ["play", "--env", "corrdor"], ["corrdor"], "in"),
     ("play-task-out-of-range", ["play", "--env", "alfworld", "--task", "99999"], ["99999"], "in"),
     ("play-split-unknown", ["play", "--env", "alfworld", "--split", "nope"], ["nope"], "in"),
+    ("ablate-dry-run-baseline-unknown", ["ablate", "lab-table2-alfworld", "--until-decided", "--baseline", "NOPE",
+                                         "--dry-run"], ["NOPE", "not a cell"], "in"),
     # serve (checked before the openenv package is needed)
     ("serve-port-zero", ["serve", "alfworld", "--port", "0"], ["--port", "1..65535"], "in"),
     ("serve-no-sessions", ["serve", "alfworld", "--max-sessions", "0"], ["--max-sessions"], "in"),
