@@ -10,8 +10,8 @@ warmed up first (vLLM compiles/allocates on its first call). Target (issue): >= 
 engine on this CPU.
 
 With ``--iteration`` (default on), one training iteration of a small WebShop GAGPO run per engine
-(``experiments/quickstart.yaml`` settings, evaluation off) reports the share of the iteration spent
-in rollout, estimator and update (``timing/*`` of its metrics line).
+(``experiments/quickstart-webshop.yaml`` settings in generate mode, evaluation off) reports the share
+of the iteration spent in rollout, estimator and update (``timing/*`` of its metrics line).
 
     python benchmarks/rollout.py [--engines hf,vllm] [--prompts 16] [--max-new-tokens 48] [--no-iteration]
     ~/.venvs/gagpo-vllm/bin/python benchmarks/rollout.py      # with vLLM (bash scripts/setup_vllm.sh)
@@ -82,8 +82,10 @@ def iteration_shares(engine: str, model: str) -> dict[str, float]:
     from gagpo_cli.train.records import read_metrics
 
     with tempfile.TemporaryDirectory(prefix="gagpo-bench-") as out:
-        cfg = load_config("quickstart", [f"model.name={model}", f"rollout.engine={engine}", "train.iterations=1",
-                                         "train.eval_every=0", "train.eval_episodes=0", f"logging.output_dir={out}"])
+        overrides = [f"model.name={model}", f"rollout.engine={engine}", "train.iterations=1",
+                     "rollout.action_mode=generate",  # engines generate; score mode has none
+                     "train.eval_every=0", "train.eval_episodes=0", f"logging.output_dir={out}"]
+        cfg = load_config("quickstart-webshop", overrides)
         line = read_metrics(train(cfg))[-1]
     total = line["timing/iteration_s"]
     phases = {"rollout": line["timing/rollout_s"], "estimator": line["timing/estimate_s"],

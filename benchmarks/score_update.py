@@ -1,6 +1,6 @@
 """Cost of one score-mode update by where the LoRA adapter acts, in the same run on the same rows.
 
-Rows are WebShop expert states shown as the quickstart shows them (no history, actions not listed),
+Rows are WebShop expert states shown as quickstart-webshop shows them (no history, actions not listed),
 each with a random chosen candidate and advantage. One ``ScoreUpdater.update`` (lr 0, so every
 variant sees the same weights) is timed per variant:
 
