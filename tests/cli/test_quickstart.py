@@ -12,7 +12,7 @@ import yaml
 
 @pytest.mark.slow
 def test_quickstart_trains_the_default_model_end_to_end(tmp_path):
-    # One iteration and one evaluation episode of the built-in quickstart (the file's other settings kept).
+    # One iteration of 2 levels x 8 rollouts and 8 evaluation episodes of the built-in quickstart (the rest kept).
     command = [
         sys.executable, "-m", "gagpo_cli.app", "train", "quickstart", "--output-dir", str(tmp_path),
         "--iterations", "1", "--set", "train.eval_every=1", "--set", "train.eval_episodes=8",
