@@ -143,6 +143,8 @@ class OptimConfig:
     """The policy update (docs/algorithms.md#gagpo policy side, docs/algorithms.md#rewards-and-penalties defaults)."""
 
     lr: float = _key(1e-6, "AdamW learning rate of the policy.")
+    warmup_steps: int = _key(0, "Optimizer steps over which the policy's learning rate rises linearly to `lr` "
+                             "(step k of the first N uses lr x k / N); 0: none (verl's `lr_warmup_steps`).")
     weight_decay: float = _key(0.01, "AdamW weight decay.")
     grad_clip: float = _key(1.0, "Gradient norm clipping.")
     clip_low: float = _key(0.2, "Ratio clip below: 1 - clip_low.")

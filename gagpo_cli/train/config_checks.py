@@ -66,7 +66,8 @@ def check_numbers(cfg: ExperimentConfig) -> None:
         if count is not None and count < 1:
             raise UsageError(f"{key} must be at least 1, got {count}")
     at_least_zero = {"train.eval_every": t.eval_every, "train.eval_episodes": t.eval_episodes,
-                     "env.history": cfg.env.history, "env.workers": cfg.env.workers}
+                     "env.history": cfg.env.history, "env.workers": cfg.env.workers,
+                     "optim.warmup_steps": o.warmup_steps}
     for key, count in at_least_zero.items():
         if count < 0:
             raise UsageError(f"{key} must be >= 0, got {count}")

@@ -52,6 +52,7 @@ CASES = [
      ["optim.token_budget must be at least 1"]),
     ("plan-negative-token-budget", ["plan", "quickstart", "--set", "optim.token_budget=-8"], ["optim.token_budget"]),
     ("plan-negative-lr", ["plan", "quickstart", "--set", "optim.lr=-1"], ["optim.lr"]),
+    ("plan-negative-warmup", ["plan", "quickstart", "--set", "optim.warmup_steps=-1"], ["optim.warmup_steps", ">= 0"]),
     ("plan-zero-temperature", ["plan", "quickstart", "--set", "rollout.temperature=0"], ["rollout.temperature"]),
     ("plan-unknown-estimator", ["plan", "quickstart", "--set", "estimator.name=gagp"], ["gagp", "gagpo"]),
     # item 8: --gpu-gib

@@ -190,6 +190,20 @@ def test_state_dict_round_trip_restores_optimizer_and_critic():
         GenerateUpdater(policy, SEQUENCE, OptimConfig()).load_state_dict(state)
 
 
+def test_warmup_raises_the_learning_rate_step_by_step_and_a_restored_updater_continues_the_ramp():
+    policy = tiny_policy()
+    samples = _samples(policy, n=3)
+    cfg = OptimConfig(lr=1e-3, warmup_steps=4, mini_batches=1)
+    updater = GenerateUpdater(policy, SEQUENCE, cfg)
+    seen = [updater.update(samples)["actor/lr"] for _ in range(2)]
+    restored = GenerateUpdater(policy, SEQUENCE, cfg)
+    restored.load_state_dict(updater.state_dict())
+    seen += [restored.update(samples)["actor/lr"] for _ in range(3)]
+    assert seen == pytest.approx([2.5e-4, 5e-4, 7.5e-4, 1e-3, 1e-3])
+    plain = GenerateUpdater(policy, SEQUENCE, OptimConfig(lr=1e-3))
+    assert plain.update(samples)["actor/lr"] == 1e-3  # no warmup: the first step takes the whole rate
+
+
 def test_unknown_declared_loss_is_rejected():
     policy = tiny_policy()
     with pytest.raises(ValueError, match="ratio_mode"):

@@ -340,7 +340,7 @@ class PolicyUpdater:
         real = sum(sum(c) for c in costs)
         padded = sum(len(c) * max(c) for c in costs)
         return {
-            "actor/lr": self.cfg.lr,
+            "actor/lr": self.optimizer.param_groups[0]["lr"],  # the last step's (warmup included)
             "perf/tokens_per_s": real * self.cfg.epochs / elapsed,
             "perf/micro_batches": float(len(work.groups)),
             "actor/optimizer_steps": float(self.cfg.epochs * len(work.steps)),
@@ -376,11 +376,23 @@ class PolicyUpdater:
         else:
             all_reduce_grads(self.params + critic_params, self.dist)
             grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, self.cfg.grad_clip))
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.step_lr()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         add("actor/grad_norm", grad_norm)
         if self.critic is not None:
             add("critic/grad_norm", self.critic.step())
+
+    def step_lr(self) -> float:
+        """The policy's learning rate for the optimizer step about to be taken: ``optim.lr`` x k / N for
+        step k = 1..N of the warmup (N = ``optim.warmup_steps``; k counted by the optimizer's own state,
+        so a resumed run continues the ramp), ``optim.lr`` after it and without one."""
+        if self.cfg.warmup_steps <= 0:
+            return self.cfg.lr
+        state = self.optimizer.state.get(self.params[0], {})
+        taken = int(state["step"]) if "step" in state else 0
+        return self.cfg.lr * min(1.0, (taken + 1) / self.cfg.warmup_steps)
 
     def state_dict(self) -> dict:
         """Optimizer state (+ critic head and its optimizer); a sharded policy's optimizer state is
