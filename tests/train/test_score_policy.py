@@ -11,7 +11,8 @@ from tiny_model import tiny_policy
 import gagpo_cli.train.policies.token_logprobs as token_logprobs
 from gagpo_cli.config import ModelConfig
 from gagpo_cli.train.policies.lm import Policy
-from gagpo_cli.train.policies.lm_score import length_buckets, token_chunks
+from gagpo_cli.train.policies.lm_score import length_buckets
+from gagpo_cli.train.policies.padding import plan_micro_batches
 from gagpo_cli.train.policies.scoring import ActionScorer, ScoreInput
 from gagpo_cli.train.prompts import SCORE_CLOSE, SCORE_OPEN, candidate_text, render_score_prompt
 
@@ -171,14 +172,14 @@ def test_length_buckets_bound_the_padding_and_keep_every_prompt_once():
     assert length_buckets([], 0.1) == []
 
 
-def test_token_chunks_cap_the_padded_tokens_of_a_forward_and_keep_every_prompt_once():
-    lengths = [300, 310, 305, 290, 2000]
-    chunks = token_chunks([4, 1, 2, 0, 3], lengths, 700)
+def test_the_chunk_cap_bounds_the_padded_tokens_of_a_forward_and_keeps_every_prompt_once():
+    lengths = [300, 310, 305, 290, 2000]  # score mode chunks a bucket with the update's planner
+    chunks = plan_micro_batches(lengths, 700)
     assert chunks == [[4], [1, 2], [0, 3]]  # the over-long prompt alone; pairs of ~300 (3 x 310 > 700)
     for c in chunks[1:]:
         assert max(lengths[i] for i in c) * len(c) <= 700
-    assert token_chunks([0, 1, 2, 3], lengths, 10**9) == [[0, 1, 2, 3]]
-    assert token_chunks([], lengths, 700) == []
+    assert plan_micro_batches(lengths[:4], 10**9) == [[1, 2, 0, 3]]
+    assert plan_micro_batches([], 700) == []
 
 
 @pytest.mark.parametrize("setting, value", [("score_pad_slack", 0.0), ("score_chunk_tokens", 1)])

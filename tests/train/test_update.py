@@ -12,7 +12,7 @@ from tiny_model import tiny_policy
 
 from gagpo_cli.config import ModelConfig, OptimConfig
 from gagpo_cli.train.learning.generate_update import GenerateSample, GenerateUpdater
-from gagpo_cli.train.learning.planning import plan_micro_batches
+from gagpo_cli.train.policies.padding import plan_micro_batches
 
 
 @dataclass

@@ -17,8 +17,8 @@ import torch
 from gagpo_cli.config import OptimConfig
 from gagpo_cli.train.distributed import Dist
 from gagpo_cli.train.learning.loss import KL_ENTROPY_AGGS, Denominators, LossShares, policy_loss
-from gagpo_cli.train.learning.planning import plan_micro_batches
 from gagpo_cli.train.learning.updater import PolicyUpdater
+from gagpo_cli.train.policies.padding import plan_micro_batches
 
 
 @dataclass

@@ -16,21 +16,6 @@ from gagpo_cli.config import OptimConfig
 D = TypeVar("D")
 
 
-def plan_micro_batches(lengths: list[int], token_budget: int) -> list[list[int]]:
-    """Group row indices so that (rows x longest row) <= token_budget per group; longest rows first.
-
-    A row longer than the budget gets a micro-batch of its own.
-    """
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    plan: list[list[int]] = []
-    for i in order:
-        if plan and lengths[plan[-1][0]] * (len(plan[-1]) + 1) <= token_budget:
-            plan[-1].append(i)  # sorted: the group's first row is its longest
-        else:
-            plan.append([i])
-    return plan
-
-
 def split_mini_batches(rows: list[int], mini_batches: int) -> list[list[int]]:
     """``rows`` dealt round-robin into exactly ``mini_batches`` lists (row k goes to list k mod M), so
     that every mini-batch mixes episodes and steps; lists are empty when there are fewer rows than M.

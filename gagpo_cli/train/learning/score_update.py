@@ -23,9 +23,9 @@ import torch
 from gagpo_cli.config import OptimConfig
 from gagpo_cli.train.distributed import Dist
 from gagpo_cli.train.learning.loss import Denominators, LossShares, aggregate, policy_loss
-from gagpo_cli.train.learning.planning import plan_micro_batches
 from gagpo_cli.train.learning.updater import PolicyUpdater
 from gagpo_cli.train.policies import categorical
+from gagpo_cli.train.policies.padding import plan_micro_batches
 from gagpo_cli.train.policies.scoring import ScoreInput, check_norm
 
 

@@ -44,14 +44,9 @@ from gagpo_cli.console import progress_bar
 from gagpo_cli.train import sharding
 from gagpo_cli.train.distributed import Dist, all_reduce_grads, gather, sum_counts
 from gagpo_cli.train.learning.loss import LOSS_AGGS, RATIO_MODES, Denominators, LossShares, clipped_value_loss
-from gagpo_cli.train.learning.planning import (
-    needs_old_pass,
-    plan_micro_batches,
-    plan_steps,
-    skips_zero_advantage,
-)
+from gagpo_cli.train.learning.planning import needs_old_pass, plan_steps, skips_zero_advantage
 from gagpo_cli.train.policies.critic import Critic
-from gagpo_cli.train.policies.padding import lengths_mask
+from gagpo_cli.train.policies.padding import lengths_mask, plan_micro_batches
 
 LOSS_METRICS = ("pg_loss", "kl", "entropy", "clipfrac", "ratio_mean", "approx_kl")  # actor/<name>, every step
 

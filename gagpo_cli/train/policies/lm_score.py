@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from gagpo_cli.train.policies.lm_generate import new_cache
-from gagpo_cli.train.policies.padding import pad_tokens
+from gagpo_cli.train.policies.padding import pad_tokens, plan_micro_batches
 from gagpo_cli.train.policies.scoring import ScoreInput, ScoreOutput, check_norm
 from gagpo_cli.train.policies.token_logprobs import token_logprobs
 from gagpo_cli.train.prompts import SCORE_OPEN, candidate_text, render_score_prompt
@@ -43,21 +43,6 @@ def length_buckets(lengths: Sequence[int], slack: float) -> list[list[int]]:
             buckets.append([i])
             total = lengths[i]
     return buckets
-
-
-def token_chunks(bucket: Sequence[int], lengths: Sequence[int], budget: int) -> list[list[int]]:
-    """``bucket`` split in order into runs whose padded size (members x longest) stays within ``budget``
-    tokens; a member longer than the budget alone is a run of its own (every index exactly once)."""
-    chunks: list[list[int]] = []
-    longest = 0
-    for i in bucket:
-        if chunks and max(longest, lengths[i]) * (len(chunks[-1]) + 1) <= budget:
-            chunks[-1].append(i)
-            longest = max(longest, lengths[i])
-        else:
-            chunks.append([i])
-            longest = lengths[i]
-    return chunks
 
 
 def shared_prefix_length(rows: Sequence[Sequence[int]]) -> int:
@@ -170,7 +155,7 @@ class ScoringMixin:
         """Length-normalised log-likelihood of every candidate of every input (see the module docstring).
 
         Batched forwards per group of distinct prompts of similar length (``length_buckets``, to bound
-        padding; at most ``score_chunk_tokens`` padded prompt tokens per group, ``token_chunks``): the
+        padding; at most ``score_chunk_tokens`` padded prompt tokens per group, ``plan_micro_batches``): the
         prefix the group's prompts share (one row, ``score_shared_prefix``), the rest of each prompt
         (right padded) after it, then every distinct (prompt, candidate) pair
         continuing from its prompt's cached keys and values, never re-encoding the prompt: packed, all
@@ -195,8 +180,8 @@ class ScoringMixin:
         with self.acting(reference) as model:
             pairs_of_prompt = pairs.of_prompt()
             lengths = [len(p) for p in pairs.prompts]
-            buckets = [chunk for bucket in length_buckets(lengths, self.score_pad_slack)
-                       for chunk in token_chunks(bucket, lengths, self.score_chunk_tokens)]
+            buckets = [[bucket[j] for j in chunk] for bucket in length_buckets(lengths, self.score_pad_slack)
+                       for chunk in plan_micro_batches([lengths[u] for u in bucket], self.score_chunk_tokens)]
             for bucket in buckets:
                 members = [k for u in bucket for k in pairs_of_prompt[u]]
                 pred, tgt, own, last = self._score_bucket(model, reference, pairs, bucket, members)

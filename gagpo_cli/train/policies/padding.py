@@ -1,8 +1,10 @@
 """Ragged rows to rectangles: the one padding helper every policy batch goes through.
 
 Token rows (prompts, prompt + response rows, candidate continuations) become a (B, W) long tensor and
-its (B, W) mask of real positions; score vectors of different lengths (one per step's candidate set)
-become a (B, C) float tensor with a fill value where a row has no candidate.
+its (B, W) mask of real positions, in groups whose padded size stays within a token budget
+(``plan_micro_batches``: an update's micro-batches, a score-mode forward's prompts); score vectors of
+different lengths (one per step's candidate set) become a (B, C) float tensor with a fill value where
+a row has no candidate.
 """
 
 from __future__ import annotations
@@ -10,6 +12,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+
+
+def plan_micro_batches(lengths: list[int], token_budget: int) -> list[list[int]]:
+    """Group row indices so that (rows x longest row) <= token_budget per group; longest rows first.
+
+    A row longer than the budget gets a micro-batch of its own.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    plan: list[list[int]] = []
+    for i in order:
+        if plan and lengths[plan[-1][0]] * (len(plan[-1]) + 1) <= token_budget:
+            plan[-1].append(i)  # sorted: the group's first row is its longest
+        else:
+            plan.append([i])
+    return plan
 
 
 def lengths_mask(lengths: torch.Tensor, width: int, *, left: bool = False) -> torch.Tensor:
