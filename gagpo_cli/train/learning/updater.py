@@ -371,8 +371,9 @@ class PolicyUpdater:
         else:
             all_reduce_grads(self.params + critic_params, self.dist)
             grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, self.cfg.grad_clip))
+        lr = self.step_lr()
         for group in self.optimizer.param_groups:
-            group["lr"] = self.step_lr()
+            group["lr"] = lr
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         add("actor/grad_norm", grad_norm)
