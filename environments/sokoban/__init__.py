@@ -15,8 +15,9 @@ from environments.sokoban.actions import READINGS
 from environments.sokoban.episode import TASK_TYPE, SokobanEpisode
 
 _OPTIONS = ("dim_room", "num_boxes", "search_depth", "max_steps", "train_tasks", "valid_tasks", "test_tasks",
-            "reward", "admissible", "action_reading")
+            "reward", "admissible", "action_reading", "render")
 REWARDS = ("shaped", "success")
+RENDERS = ("grid", "words")
 ADMISSIBLE = ("all", "effective")
 MAX_ROOM = 16  # rooms up to 16 x 16: the solver and the reverse play stay fast
 SPLIT_SIZES = {"train": 10_000, "valid": 200, "test": 200}
@@ -33,7 +34,10 @@ class SokobanEnvironment(Environment):
     four moves always; ``effective``: only the moves that change the board), ``action_reading`` (how the
     move is read out of the model's answer, ``actions.py``: ``verl``, verl-agent's reading: the first
     ``<action>`` block, a move word anywhere inside it, any case; ``strict``: the last block must be
-    exactly a move word). The training reward is the rollout's (10 x won), whatever ``reward`` says.
+    exactly a move word), ``render`` (the observation: ``grid``, verl-agent's text board; ``words``, the
+    board described from the player, ``Level.describe``: each box's and target's offset and the walls
+    next to the player, no other wall, short enough for small models). The training reward is the
+    rollout's (10 x won), whatever ``reward`` says.
 
     ``reads_answers``: in generate mode the environment is sent the model's whole answer and reads the
     action itself (``actions.py``); what an unreadable answer costs is in ``SokobanEpisode``.
@@ -60,6 +64,7 @@ class SokobanEnvironment(Environment):
         self.reward = _choice(options.get("reward", "shaped"), "reward", REWARDS)
         self.admissible = _choice(options.get("admissible", "all"), "admissible", ADMISSIBLE)
         self.action_reading = _choice(options.get("action_reading", "verl"), "action_reading", READINGS)
+        self.render = _choice(options.get("render", "grid"), "render", RENDERS)
         generator.generate(self.settings, "test", 0)  # settings that cannot make levels fail here, in one line
 
     def num_tasks(self, split: str) -> int:
@@ -75,7 +80,7 @@ class SokobanEnvironment(Environment):
         return generator.generate(self.settings, split, task_id)
 
     def new_episode(self) -> Episode:
-        return SokobanEpisode(self.puzzle, self.reward, self.admissible, self.action_reading)
+        return SokobanEpisode(self.puzzle, self.reward, self.admissible, self.action_reading, self.render)
 
 
 def _integer(value: Any, name: str, low: int, high: int) -> int:

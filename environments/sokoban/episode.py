@@ -9,10 +9,15 @@ from environments.sokoban.generator import Puzzle
 from environments.sokoban.level import ACTIONS, Level, State
 
 TASK_TYPE = "sokoban"
-GOAL = ("Push every box (X) onto a target (O); the puzzle is solved when all boxes are on targets (√). "
-        "Board symbols: # wall, _ floor, O target, X box, √ box on target, P you, S you on a target. "
-        "Move with up, down, left or right; walking into a box pushes it one cell if the cell beyond is "
-        "free. Boxes cannot be pulled, so a box pushed into a corner off target can never move again.")
+_RULES = ("Move with up, down, left or right; walking into a box pushes it one cell if the cell beyond is "
+          "free. Boxes cannot be pulled, so a box pushed into a corner off target can never move again.")
+GOALS = {  # by the observation's form (the ``render`` option)
+    "grid": ("Push every box (X) onto a target (O); the puzzle is solved when all boxes are on targets (√). "
+             "Board symbols: # wall, _ floor, O target, X box, √ box on target, P you, S you on a target. " + _RULES),
+    "words": ("Push every box onto a target; the puzzle is solved when all boxes are on targets. The board is "
+              "described from where you stand: how many cells up, down, left or right each box and target "
+              "lies, and which cells next to you are wall. " + _RULES),
+}
 
 # gym-sokoban's rewards (what verl-agent trains on): per step, box onto / off a target, all boxes placed
 STEP_PENALTY, BOX_ON, BOX_OFF, FINISHED = -0.1, 1.0, -1.0, 10.0
@@ -39,8 +44,9 @@ class SokobanEpisode(Episode):
     only the moves that change the board (all four again when none does: the player is walled in).
     """
 
-    def __init__(self, puzzle_of, reward: str, admissible: str, reading: str = "verl") -> None:
+    def __init__(self, puzzle_of, reward: str, admissible: str, reading: str = "verl", render: str = "grid") -> None:
         self._puzzle_of = puzzle_of  # (split, task_id) -> Puzzle
+        self._render = render
         self._reward = reward
         self._reading = reading
         self._admissible_mode = admissible
@@ -53,8 +59,8 @@ class SokobanEpisode(Episode):
         self._level, self._state = puzzle.level, puzzle.level.start
         self._plan = self._follow(puzzle.level.start, puzzle.solution)
         board = self._level.render(self._state)
-        return Reset(observation=board, admissible_actions=self._admissible(), task_type=TASK_TYPE,
-                     state_key=board, goal=GOAL, task_id=task_id)
+        return Reset(observation=self._shown(board), admissible_actions=self._admissible(), task_type=TASK_TYPE,
+                     state_key=board, goal=GOALS[self._render], task_id=task_id)
 
     def step(self, action: str) -> Step:
         level, state = self._require()
@@ -72,7 +78,7 @@ class SokobanEpisode(Episode):
         else:
             reward = 1.0 if won else 0.0
         board = level.render(self._state)
-        return Step(observation=board, reward=reward, done=won, won=won, score=1.0 if won else 0.0,
+        return Step(observation=self._shown(board), reward=reward, done=won, won=won, score=1.0 if won else 0.0,
                     valid=moved is not None or word == STILL, admissible_actions=self._admissible(),
                     state_key=board, extra={"boxes_on_target": after, "blocked": word in ACTIONS and moved is None,
                                             "action": shown_action(action, self._reading, word)})
@@ -92,6 +98,11 @@ class SokobanEpisode(Episode):
             plan[state] = move
             state = level.move(state, move)
         return plan
+
+    def _shown(self, board: str) -> str:
+        """The observation: the text board itself (``grid``) or the board in words (``words``)."""
+        level, state = self._require()
+        return board if self._render == "grid" else level.describe(state)
 
     def _admissible(self) -> tuple[str, ...]:
         level, state = self._require()

@@ -95,6 +95,30 @@ class Level:
             rows.append("".join(cells))
         return "\n".join(rows)
 
+    def describe(self, state: State | None = None) -> str:
+        """The board of ``state`` (default: the start) in words, relative to the player: where each box
+        and target lies ("1 up and 2 left") and which of the four neighbouring cells are wall. It names
+        no other wall, so it shows less than ``render`` on any level where a box's path matters."""
+        player, boxes = state if state is not None else self.start
+        lines = [f"Box{'es' if len(boxes) > 1 else ''}: " + "; ".join(
+            self._towards(player, box) + (" (on a target)" if box in self.targets else "") for box in sorted(boxes))]
+        open_targets = sorted(self.targets - boxes - {player})
+        if open_targets:
+            lines.append(f"Target{'s' if len(open_targets) > 1 else ''}: "
+                         + "; ".join(self._towards(player, target) for target in open_targets))
+        if player in self.targets:
+            lines.append("You stand on a target.")
+        walled = [action for action in ACTIONS if player + self.offset(action) in self.walls]
+        lines.append("Wall next to you: " + (", ".join(walled) if walled else "none"))
+        return "\n".join(lines)
+
+    def _towards(self, player: int, cell: int) -> str:
+        """Where ``cell`` lies from ``player``: rows first, then columns ("2 up and 1 right")."""
+        rows, cols = divmod(cell, self.cols)[0] - divmod(player, self.cols)[0], cell % self.cols - player % self.cols
+        steps = [f"{abs(rows)} {'down' if rows > 0 else 'up'}"] if rows else []
+        steps += [f"{abs(cols)} {'right' if cols > 0 else 'left'}"] if cols else []
+        return " and ".join(steps)
+
     @classmethod
     def parse(cls, text: str) -> Level:
         """A level from a board: either ``render``'s text or one character per cell (``#_OX√PS``, a space

@@ -1,4 +1,4 @@
-"""The README's main job, for real: `gagpo train quickstart` with SmolLM2 on one-move Sokoban (score mode)."""
+"""The README's main job, for real: `gagpo train quickstart` with SmolLM2 on one-push Sokoban in words (score mode)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ def test_quickstart_trains_the_default_model_end_to_end(tmp_path):
     assert config["model"]["name"] == "smollm2-135m-instruct" and config["env"]["name"] == "sokoban"
     assert config["rollout"]["action_mode"] == "score"  # the model ranks the four moves
     assert config["env"]["max_steps"] == config["env"]["options"]["max_steps"] == 1  # levels one push solves
+    assert config["env"]["options"]["render"] == "words"  # the board in words, from the player
     lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [m["iteration"] for m in lines] == [1]  # one line per training iteration
     metrics = lines[0]

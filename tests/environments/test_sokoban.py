@@ -82,6 +82,29 @@ def test_player_on_target_is_S_and_box_on_target_is_check():
     assert Level.parse(level.render()) == level
 
 
+def test_describe_gives_offsets_from_the_player_and_the_walls_beside_it():
+    level = Level.parse(AROUND)
+    assert level.describe() == "Box: 1 up and 1 left\nTarget: 2 up and 2 left\nWall next to you: down, right"
+    pushed = level.move(level.move(level.start, "left"), "up")  # the box goes up, onto the target's row
+    assert level.describe(pushed).split("\n")[:2] == ["Box: 1 up", "Target: 1 up and 1 left"]
+    two = Level.parse("#####\n#SX_#\n#_√_#\n#####")
+    assert two.describe() == ("Boxes: 1 right; 1 down and 1 right (on a target)\nYou stand on a target.\n"
+                              "Wall next to you: up, left")
+    assert Level.parse(CORRIDOR).describe().endswith("Wall next to you: up, down, left")
+
+
+def test_words_render_names_the_push_on_one_push_levels():
+    env = SokobanEnvironment(max_steps=1, render="words")
+    episode = env.new_episode()
+    for task in range(40):
+        reset = episode.reset("test", task)
+        assert reset.observation.startswith(f"Box: 1 {episode.expert_action()}\n")
+        assert reset.state_key == env.puzzle("test", task).level.render()  # the key stays the whole board
+        assert "described from where you stand" in reset.goal and "Board symbols" not in reset.goal
+    won = episode.step(episode.expert_action())
+    assert won.won and won.observation.startswith("Box: 1 ") and "(on a target)" in won.observation.split("\n")[0]
+
+
 @pytest.mark.parametrize("board, problem", [
     ("####\n#P #\n####", "as many targets as boxes"),
     ("####\n#PXO\n####", "enclosed"),
@@ -266,6 +289,7 @@ def test_options_split_sizes_and_registration():
     ({"dim_room": [6, 6, 6]}, "dim_room"),
     ({"reward": "dense"}, "reward"),
     ({"admissible": "some"}, "admissible"),
+    ({"render": "ascii"}, "render"),
     ({"max_steps": True}, "max_steps"),
     ({"dim_room": 4, "num_boxes": 2}, "could not make a level"),
 ])
