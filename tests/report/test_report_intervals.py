@@ -177,7 +177,8 @@ def test_peer_methods_have_labels_after_the_existing_rows():
 
 def test_ten_seeds_by_twenty_rows_is_fast():
     """Table 1 with 20 rows x 10 seeds on ALFWorld (7 columns) and WebShop (2): the vectorised
-    analysis against one plain-Python bootstrap loop of one cell, timed on the same (busy) machine."""
+    analysis against one plain-Python bootstrap loop of one cell, timed on the same (busy) machine in
+    interleaved rounds."""
     rng = np.random.default_rng(0)
     runs = []
     for variant in range(20):
@@ -188,19 +189,22 @@ def test_ten_seeds_by_twenty_rows_is_fast():
                 rate = float(rng.uniform(0, 100))
                 per_type = {t: float(rng.uniform(0, 100)) for t in ("pick", "look", "clean", "heat", "cool", "pick2")}
                 runs.append(RunRecord(None, config, {"success_rate": rate, "score": rate, "per_type": per_type}))
-    table = paper_table(runs, 2)
-    table.baseline = table.rows[0].label
-    began = time.perf_counter()
-    analysis = analysis_of(table)  # computed once, then shown
-    to_markdown(table)
-    vectorised = time.perf_counter() - began
-    assert len(table.rows) == 20 and len(analysis.comparisons) == 19 * 4  # 3 columns + all tasks
-    values = np.array([v for _, v in table.rows[0].scores["ALFWorld All"]])
-    began = time.perf_counter()
-    loop_rng = np.random.default_rng(0)
-    replicates = [values[loop_rng.integers(0, 10, size=10)].mean() for _ in range(st.REPS)]
-    np.percentile(replicates, [2.5, 97.5])
-    one_loop = time.perf_counter() - began
+    vectorised, one_loop = [], []
+    for _ in range(3):  # interleaved rounds, the fastest of each kept: another process's load hits both alike
+        table = paper_table(runs, 2)
+        table.baseline = table.rows[0].label
+        began = time.perf_counter()
+        analysis = analysis_of(table)  # computed once, then shown
+        to_markdown(table)
+        vectorised.append(time.perf_counter() - began)
+        assert len(table.rows) == 20 and len(analysis.comparisons) == 19 * 4  # 3 columns + all tasks
+        values = np.array([v for _, v in table.rows[0].scores["ALFWorld All"]])
+        began = time.perf_counter()
+        loop_rng = np.random.default_rng(0)
+        replicates = [values[loop_rng.integers(0, 10, size=10)].mean() for _ in range(st.REPS)]
+        np.percentile(replicates, [2.5, 97.5])
+        one_loop.append(time.perf_counter() - began)
+    vectorised, one_loop = min(vectorised), min(one_loop)
     bootstraps = 19 * 4 + 20 * 2  # P(>) per comparison, over tasks (mean, IQM); cells and tests are t-based
     print(f"10 seeds x 20 rows: {vectorised:.2f} s; one plain loop of {st.REPS} replicates: {one_loop:.3f} s")
     assert vectorised < bootstraps * one_loop / 10, (vectorised, one_loop)  # >= 10x faster per bootstrap
