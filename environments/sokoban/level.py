@@ -114,7 +114,8 @@ class Level:
 
     def _towards(self, player: int, cell: int) -> str:
         """Where ``cell`` lies from ``player``: rows first, then columns ("2 up and 1 right")."""
-        rows, cols = divmod(cell, self.cols)[0] - divmod(player, self.cols)[0], cell % self.cols - player % self.cols
+        (row, col), (player_row, player_col) = divmod(cell, self.cols), divmod(player, self.cols)
+        rows, cols = row - player_row, col - player_col
         steps = [f"{abs(rows)} {'down' if rows > 0 else 'up'}"] if rows else []
         steps += [f"{abs(cols)} {'right' if cols > 0 else 'left'}"] if cols else []
         return " and ".join(steps)
